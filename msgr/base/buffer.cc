@@ -1,0 +1,242 @@
+#include "msgr/base/buffer.h"
+
+#include <algorithm>
+#include <new>
+
+#include "msgr/base/crc32c.h"
+
+namespace siphon {
+namespace {
+
+constexpr std::size_t kAlign = 64;
+
+// Header and data in one aligned block: [Segment][pad to 64][data...].
+constexpr std::size_t header_size() {
+  return (sizeof(Segment) + kAlign - 1) / kAlign * kAlign;
+}
+
+void release_heap(Segment* seg) noexcept {
+  seg->~Segment();
+  ::operator delete(static_cast<void*>(seg), std::align_val_t{kAlign});
+}
+
+}  // namespace
+
+Segment* Segment::allocate(std::size_t capacity) {
+  void* block = ::operator new(header_size() + capacity, std::align_val_t{kAlign});
+  auto* data = static_cast<std::byte*>(block) + header_size();
+  return new (block) Segment(data, capacity, &release_heap);
+}
+
+BufferPtr::BufferPtr(const void* src, std::size_t len) {
+  Segment* seg = Segment::allocate(len);
+  if (len > 0) std::memcpy(seg->data(), src, len);
+  seg->used_ = len;
+  seg->ref();
+  seg_ = seg;
+  len_ = len;
+}
+
+BufferPtr::BufferPtr(Segment* seg, std::size_t off, std::size_t len) noexcept
+    : seg_(seg), off_(off), len_(len) {
+  seg->ref();
+  seg->used_ = std::max(seg->used_, off + len);
+}
+
+void BufferList::append(const void* src, std::size_t len) {
+  if (len == 0) return;
+  std::memcpy(append_uninitialized(len), src, len);
+}
+
+void BufferList::append_zeros(std::size_t len) {
+  if (len == 0) return;
+  std::memset(append_uninitialized(len), 0, len);
+}
+
+std::byte* BufferList::append_uninitialized(std::size_t len) {
+  if (!ptrs_.empty()) {
+    BufferPtr& tail = ptrs_.back();
+    Segment* seg = tail.seg_;
+    // Extend in place only when nobody else can see the segment and the
+    // tail of our view is the segment's used end.
+    if (seg->use_count() == 1 && tail.off_ + tail.len_ == seg->used_ &&
+        seg->capacity_ - seg->used_ >= len) {
+      std::byte* p = seg->data_ + seg->used_;
+      seg->used_ += len;
+      tail.len_ += len;
+      len_ += len;
+      return p;
+    }
+  }
+  Segment* seg = Segment::allocate(std::max(len, kChunk));
+  ptrs_.emplace_back(seg, 0, len);
+  len_ += len;
+  return seg->data();
+}
+
+void BufferList::append(BufferPtr ptr) {
+  if (ptr.length() == 0) return;
+  len_ += ptr.length();
+  ptrs_.push_back(std::move(ptr));
+}
+
+void BufferList::append(const BufferList& other) {
+  for (const BufferPtr& p : other.ptrs_) append(p);
+}
+
+void BufferList::append(BufferList&& other) {
+  if (ptrs_.empty()) {
+    *this = std::move(other);
+    return;
+  }
+  for (BufferPtr& p : other.ptrs_) append(std::move(p));
+  other.clear();
+}
+
+BufferList BufferList::slice(std::size_t off, std::size_t len) const {
+  BufferList out;
+  if (off > len_ || len > len_ - off) return out;
+  for (const BufferPtr& p : ptrs_) {
+    if (len == 0) break;
+    if (off >= p.length()) {
+      off -= p.length();
+      continue;
+    }
+    BufferPtr piece = p;
+    const std::size_t n = std::min(len, p.length() - off);
+    piece.narrow(off, n);
+    out.append(std::move(piece));
+    off = 0;
+    len -= n;
+  }
+  return out;
+}
+
+void BufferList::consume_front(std::size_t len) {
+  len = std::min(len, len_);
+  len_ -= len;
+  std::size_t drop = 0;
+  while (len > 0) {
+    BufferPtr& p = ptrs_[drop];
+    if (len >= p.length()) {
+      len -= p.length();
+      ++drop;
+    } else {
+      p.narrow(len, p.length() - len);
+      len = 0;
+    }
+  }
+  ptrs_.erase(ptrs_.begin(), ptrs_.begin() + static_cast<std::ptrdiff_t>(drop));
+}
+
+BufferList BufferList::split_front(std::size_t len) {
+  BufferList head = slice(0, std::min(len, len_));
+  consume_front(len);
+  return head;
+}
+
+void BufferList::copy_out(std::size_t off, std::size_t len, void* dst) const {
+  auto* out = static_cast<std::byte*>(dst);
+  for (const BufferPtr& p : ptrs_) {
+    if (len == 0) break;
+    if (off >= p.length()) {
+      off -= p.length();
+      continue;
+    }
+    const std::size_t n = std::min(len, p.length() - off);
+    std::memcpy(out, p.data() + off, n);
+    out += n;
+    len -= n;
+    off = 0;
+  }
+}
+
+std::string BufferList::to_string() const {
+  std::string s(len_, '\0');
+  copy_out(0, len_, s.data());
+  return s;
+}
+
+std::span<const std::byte> BufferList::contiguous() {
+  if (ptrs_.empty()) return {};
+  if (ptrs_.size() > 1) {
+    Segment* seg = Segment::allocate(len_);
+    copy_out(0, len_, seg->data());
+    BufferPtr whole(seg, 0, len_);
+    ptrs_.clear();
+    ptrs_.push_back(std::move(whole));
+  }
+  return ptrs_.front().bytes();
+}
+
+std::size_t BufferList::gather(std::vector<iovec>& out) const {
+  std::size_t n = 0;
+  for (const BufferPtr& p : ptrs_) {
+    if (p.length() == 0) continue;
+    out.push_back(iovec{const_cast<std::byte*>(p.data()), p.length()});
+    ++n;
+  }
+  return n;
+}
+
+std::uint32_t BufferList::crc32c(std::uint32_t seed) const noexcept {
+  std::uint32_t crc = seed;
+  for (const BufferPtr& p : ptrs_) crc = siphon::crc32c(crc, p.data(), p.length());
+  return crc;
+}
+
+bool operator==(const BufferList& a, const BufferList& b) {
+  if (a.length() != b.length()) return false;
+  BufferCursor ca(a), cb(b);
+  std::byte x[256], y[256];
+  while (ca.remaining() > 0) {
+    const std::size_t n = std::min(ca.remaining(), sizeof(x));
+    ca.read(x, n);
+    cb.read(y, n);
+    if (std::memcmp(x, y, n) != 0) return false;
+  }
+  return true;
+}
+
+bool BufferCursor::read(void* dst, std::size_t len) noexcept {
+  if (len > remaining_) return false;
+  auto* out = static_cast<std::byte*>(dst);
+  while (len > 0) {
+    const BufferPtr& p = bl_->ptrs()[idx_];
+    const std::size_t n = std::min(len, p.length() - inner_);
+    std::memcpy(out, p.data() + inner_, n);
+    out += n;
+    len -= n;
+    remaining_ -= n;
+    inner_ += n;
+    if (inner_ == p.length()) {
+      ++idx_;
+      inner_ = 0;
+    }
+  }
+  return true;
+}
+
+bool BufferCursor::skip(std::size_t len) noexcept {
+  if (len > remaining_) return false;
+  while (len > 0) {
+    const BufferPtr& p = bl_->ptrs()[idx_];
+    const std::size_t n = std::min(len, p.length() - inner_);
+    len -= n;
+    remaining_ -= n;
+    inner_ += n;
+    if (inner_ == p.length()) {
+      ++idx_;
+      inner_ = 0;
+    }
+  }
+  return true;
+}
+
+bool BufferCursor::read_list(std::size_t len, BufferList& out) {
+  if (len > remaining_) return false;
+  out.append(bl_->slice(position(), len));
+  return skip(len);
+}
+
+}  // namespace siphon
