@@ -30,7 +30,7 @@ function(siphon_layer target)
     target_include_directories(${target} INTERFACE "${inc}")
     target_link_libraries(${target} INTERFACE ${L_DEPS} ${L_LIBS})
   endif()
-  set_property(GLOBAL APPEND PROPERTY SIPHON_LAYERS "${target}=${L_PATHS}")
+  set_property(GLOBAL APPEND PROPERTY SIPHON_LAYERS "${target}")
 endfunction()
 
 # siphon_executable(<target> SOURCES ... DEPS ...): a binary built from layers.

@@ -1,0 +1,117 @@
+// The transport interface (docs/architecture.md §3): stacks move whole msgr2
+// frames, not bytes. The session layer above is identical on every stack.
+//
+//   Stack       one per messenger; owns `ms_async_op_threads` Workers, listens,
+//               connects. Implementations: TcpStack (async+posix, here) and
+//               RdmaStack (async+rdma, rdma/transport).
+//   Worker      one thread running one boost::asio::io_context. A Connection
+//               lives on one worker for its whole life and is touched only there.
+//   Connection  after start(): exchanges msgr2 banners, then carries frames
+//               both ways until close() or an error.
+//
+// Threading: every Connection method and every ConnectionHandler callback
+// runs on the connection's worker. Stack::listen/connect may be called from
+// any thread; their handlers run on the chosen worker.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include <boost/asio/io_context.hpp>
+
+#include "msgr/base/address.h"
+#include "msgr/proto/frame.h"
+
+namespace siphon::transport {
+
+class Worker {
+ public:
+  virtual ~Worker() = default;
+  virtual boost::asio::io_context& io() noexcept = 0;
+  virtual std::size_t index() const noexcept = 0;
+  // True when called on this worker's thread.
+  virtual bool in_worker_thread() const noexcept = 0;
+  // Runs `fn` on the worker (soon, never inline).
+  virtual void post(std::function<void()> fn) = 0;
+};
+
+// Why a connection ended, for logs and the session layer's fault handling.
+struct Fault {
+  std::error_code code;
+  std::string reason;  // one line naming the cause, e.g. "bad preamble crc"
+};
+
+class ConnectionHandler {
+ public:
+  virtual ~ConnectionHandler() = default;
+  // Banners exchanged and compatible: frames of `n.rev` may flow.
+  virtual void on_established(const proto::Negotiated& n) = 0;
+  // One complete, CRC-checked frame from the peer.
+  virtual void on_frame(proto::Frame&& frame) = 0;
+  // The connection is dead (peer closed, I/O error, malformed input, timeout,
+  // injected fault). Called at most once, never after close().
+  virtual void on_fault(const Fault& fault) = 0;
+  // The send queue fell below its low-water mark after send() reported
+  // backpressure (queued_bytes() over the high-water mark).
+  virtual void on_writable() {}
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  virtual ~Connection() = default;
+  // Starts the banner exchange; `handler` must outlive the connection or the
+  // call to close(), whichever comes first.
+  virtual void start(ConnectionHandler& handler, const proto::Banner& mine) = 0;
+  // Queues a frame. Returns an error if the connection is closed or faulted;
+  // frames queued before a fault may or may not have reached the peer (the
+  // session layer's seq/ack decides what to replay).
+  virtual std::error_code send(proto::Frame&& frame) = 0;
+  // Bytes queued and not yet handed to the network; the messenger's throttle
+  // sees this as backpressure.
+  virtual std::size_t queued_bytes() const noexcept = 0;
+  // Stops (true) or resumes (false) delivering frames, for the dispatch
+  // throttle: TCP stops reading, RDMA stops returning credits.
+  virtual void pause_receive(bool paused) = 0;
+  // Closes at once; no handler callbacks after it returns. Idempotent.
+  virtual void close() = 0;
+
+  virtual Worker& worker() noexcept = 0;
+  virtual const NetAddress& peer_address() const noexcept = 0;
+  virtual const NetAddress& local_address() const noexcept = 0;
+  virtual bool is_client() const noexcept = 0;  // true on the connecting side
+};
+
+using ConnectionRef = std::shared_ptr<Connection>;
+// Called on the new connection's worker.
+using AcceptHandler = std::function<void(ConnectionRef)>;
+using ConnectHandler = std::function<void(std::error_code, ConnectionRef)>;
+
+class Stack {
+ public:
+  virtual ~Stack() = default;
+  virtual std::string_view type() const noexcept = 0;  // "async+posix", "async+rdma"
+  virtual std::size_t worker_count() const noexcept = 0;
+  virtual Worker& worker(std::size_t i) noexcept = 0;
+  // Picks the worker for a new connection (least loaded).
+  virtual Worker& pick_worker() noexcept = 0;
+
+  // Starts the worker threads. Throws SetupError on failure.
+  virtual void start() = 0;
+  // Closes every listener and connection and joins the workers. Idempotent.
+  virtual void stop() = 0;
+
+  // Listens on `addr` (port 0 = a free port in [ms_bind_port_min, max]).
+  // Returns the address actually bound or an error; accepted connections are
+  // handed to `on_accept` on their worker.
+  virtual std::error_code listen(const NetAddress& addr, AcceptHandler on_accept,
+                                 NetAddress& bound) = 0;
+  // Connects to `peer` from `worker`; `done` runs on that worker.
+  virtual void connect(const NetAddress& peer, Worker& worker, ConnectHandler done) = 0;
+};
+
+}  // namespace siphon::transport
