@@ -37,6 +37,14 @@ bool Throttle::try_take(std::uint64_t n) noexcept {
   return true;
 }
 
+bool Throttle::take(std::uint64_t n) noexcept {
+  const std::uint64_t prev = current_.fetch_add(n, std::memory_order_acq_rel);
+  std::uint64_t peak = peak_.load(std::memory_order_relaxed);
+  while (prev + n > peak && !peak_.compare_exchange_weak(peak, prev + n, std::memory_order_relaxed)) {
+  }
+  return prev == 0 || prev + n <= max_;
+}
+
 void Throttle::put(std::uint64_t n) noexcept { current_.fetch_sub(n, std::memory_order_acq_rel); }
 
 }  // namespace siphon

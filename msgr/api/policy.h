@@ -56,8 +56,14 @@ class Throttle {
   // Takes `n` units if that keeps current() <= max() (or if nothing is taken:
   // a single item larger than the whole budget still passes when alone).
   bool try_take(std::uint64_t n) noexcept;
+  // Takes `n` units unconditionally (the items are already in hand);
+  // returns false when that leaves the budget exceeded (the caller then stops
+  // taking more until full() is false again).
+  bool take(std::uint64_t n) noexcept;
   // Returns `n` units.
   void put(std::uint64_t n) noexcept;
+  // No room left: current() >= max().
+  bool full() const noexcept { return current() >= max_; }
 
  private:
   std::string name_;
