@@ -59,8 +59,8 @@ void ConnectionImpl::connect_attempt() {
   client_hs_.reset();
   server_hs_.reset();
   arm_ready_timer();
-  const EntityAddr target = target_addrs_.v.empty() ? EntityAddr{} : target_addrs_.v.front();
-  SIPHON_LOG(session, 5, "connecting to {} (attempt {}, connect_seq {})", session::to_string(target),
+  const EntityAddr target = target_addrs_.empty() ? EntityAddr{} : target_addrs_.front();
+  SIPHON_LOG(session, 5, "connecting to {} (attempt {}, connect_seq {})", target.to_string(),
              attempt_, ids_.connect_seq);
   ConnectionImplRef self(this);
   const std::uint64_t gen = attempt_;
@@ -74,7 +74,7 @@ void ConnectionImpl::connect_attempt() {
         if (ec == std::errc::connection_refused || ec == make_error_code(errc::connection_refused))
           self->core_->dispatch_queue.enqueue({DispatchQueue::Kind::refused, {}, self, 0});
         self->fault(ec ? ec : make_error_code(errc::not_connected),
-                    fmt::format("connect to {} failed: {}", session::to_string(target),
+                    fmt::format("connect to {} failed: {}", target.to_string(),
                                 ec ? ec.message() : "no connection"));
         return;
       }
@@ -145,7 +145,7 @@ void ConnectionImpl::handle_step(Step&& step) {
   for (auto& f : step.send) send_frame(std::move(f));
   if (step.learned_addr && client_hs_) core_->learned_addr(client_hs_->me().addrs);
   if (step.session_reset) {
-    SIPHON_LOG(session, 1, "peer {} reset our session (full={})", session::to_string(peer_.addrs),
+    SIPHON_LOG(session, 1, "peer {} reset our session (full={})", peer_.addrs.to_string(),
                step.reset_full);
     ids_ = client_hs_->ids();
     if (step.reset_full) reset_session(true);
@@ -159,7 +159,7 @@ void ConnectionImpl::handle_step(Step&& step) {
       fault(step.error, step.reason);
       return;
     case Step::Outcome::wait:
-      SIPHON_LOG(session, 5, "peer {} told us to WAIT", session::to_string(peer_.addrs));
+      SIPHON_LOG(session, 5, "peer {} told us to WAIT", peer_.addrs.to_string());
       fault_wait();
       return;
     case Step::Outcome::ready:
@@ -185,7 +185,7 @@ void ConnectionImpl::client_ready(const Step& step) {
     const std::size_t dropped = outq_.discard_acked(step.peer_in_seq);
     core_->counters.reconnects.fetch_add(1, std::memory_order_relaxed);
     SIPHON_LOG(session, 5, "reconnected to {}: peer has up to seq {}, {} requeued dropped, {} to resend",
-               session::to_string(peer_.addrs), step.peer_in_seq, dropped, outq_.pending_count());
+               peer_.addrs.to_string(), step.peer_in_seq, dropped, outq_.pending_count());
   } else {
     peer_ = info;
     outq_.renumber();
@@ -205,7 +205,7 @@ void ConnectionImpl::server_ready(bool reconnected, std::uint64_t peer_in_seq) {
     const std::size_t dropped = outq_.discard_acked(peer_in_seq);
     core_->counters.reconnects.fetch_add(1, std::memory_order_relaxed);
     SIPHON_LOG(session, 5, "peer {} reconnected: it has up to seq {}, {} dropped, {} to resend",
-               session::to_string(peer_.addrs), peer_in_seq, dropped, outq_.pending_count());
+               peer_.addrs.to_string(), peer_in_seq, dropped, outq_.pending_count());
   } else {
     ids_ = hs_ids;
     peer_ = server_hs_->peer();
@@ -230,7 +230,7 @@ void ConnectionImpl::become_ready() {
   arm_idle_timer();
   if (pending_keepalive_) {
     pending_keepalive_ = false;
-    send_frame(session::encode(session::Keepalive2{UTime::now()}));
+    send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
   }
 }
 
@@ -248,12 +248,12 @@ session::ExistingSession ConnectionImpl::snapshot() const {
   s.server_cookie = ids_.server_cookie;
   s.peer_global_seq = ids_.peer_global_seq;
   s.connect_seq = ids_.connect_seq;
-  if (!target_addrs_.v.empty()) s.peer_addr = target_addrs_.v.front();
+  if (!target_addrs_.empty()) s.peer_addr = target_addrs_.front();
   return s;
 }
 
 namespace {
-EntityAddr first_addr(const EntityAddrVec& v) { return v.v.empty() ? EntityAddr{} : v.v.front(); }
+EntityAddr first_addr(const EntityAddrVec& v) { return v.empty() ? EntityAddr{} : v.front(); }
 }  // namespace
 
 void ConnectionImpl::server_decide_ident() {
@@ -279,9 +279,9 @@ void ConnectionImpl::server_decide_ident() {
   existing->on_owner([existing, self, ci, me] {
     const session::ExistingSession snap = existing->snapshot();
     const session::IdentVerdict v =
-        session::decide_client_ident(&snap, ci.global_seq, ci.client_cookie, first_addr(ci.addrs), me);
+        session::decide_client_ident(&snap, ci.global_seq, ci.cookie, first_addr(ci.addrs), me);
     SIPHON_LOG(session, 5, "CLIENT_IDENT from {} meets an existing session: {} ({})",
-               session::to_string(ci.addrs), session::to_string(v.kind), v.rule);
+               ci.addrs.to_string(), session::to_string(v.kind), v.rule);
     using K = session::IdentVerdict::Kind;
     switch (v.kind) {
       case K::new_session:
@@ -301,7 +301,7 @@ void ConnectionImpl::server_decide_ident() {
         });
         return;
       case K::wait:
-        if (existing->state_ == State::ready) existing->send_frame(session::encode(session::Keepalive2{UTime::now()}));
+        if (existing->state_ == State::ready) existing->send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
         self->on_owner([self] {
           if (self->server_hs_ && self->server_hs_->state() == session::ServerHandshake::State::decide)
             self->handle_step(self->server_hs_->reply_wait());
@@ -322,7 +322,7 @@ void ConnectionImpl::server_decide_reconnect() {
   const AddrKey k = AddrKey::of(r.addrs);
   ConnectionImplRef existing = core_->lookup(k);
   if (!existing || existing == self) {
-    SIPHON_LOG(session, 5, "SESSION_RECONNECT from {}: no session: reset", session::to_string(r.addrs));
+    SIPHON_LOG(session, 5, "SESSION_RECONNECT from {}: no session: reset", r.addrs.to_string());
     handle_step(server_hs_->reply_reset(true));
     return;
   }
@@ -331,7 +331,7 @@ void ConnectionImpl::server_decide_reconnect() {
     const session::ExistingSession snap = existing->snapshot();
     const session::ReconnectVerdict v = session::decide_reconnect(&snap, r, me);
     SIPHON_LOG(session, 5, "SESSION_RECONNECT from {} (cs {}, gs {}, msg_seq {}): {} ({})",
-               session::to_string(r.addrs), r.connect_seq, r.global_seq, r.msg_seq,
+               r.addrs.to_string(), r.connect_seq, r.global_seq, r.msg_seq,
                session::to_string(v.kind), v.rule);
     using K = session::ReconnectVerdict::Kind;
     if (v.kind == K::accept) {
@@ -415,7 +415,7 @@ void ConnectionImpl::fault(std::error_code ec, std::string_view why) {
   const State was = state_;
   core_->counters.faults.fetch_add(1, std::memory_order_relaxed);
   SIPHON_LOG(session, 1, "connection to {} faulted in state {}: {} ({})",
-             session::to_string(target_addrs_.v.empty() ? peer_.addrs : target_addrs_), static_cast<int>(was),
+             (target_addrs_.empty() ? peer_.addrs : target_addrs_).to_string(), static_cast<int>(was),
              why, ec.message());
   detach_transport();
   if (timer_) timer_->cancel();
@@ -455,9 +455,9 @@ void ConnectionImpl::fault_wait() {
 }
 
 bool ConnectionImpl::can_dial() const noexcept {
-  if (policy_.server || target_addrs_.v.empty()) return false;
-  const EntityAddr& a = target_addrs_.v.front();
-  return a.addr.port() != 0 && (outgoing_ || a.type == EntityAddr::kMsgr2);
+  if (policy_.server || target_addrs_.empty()) return false;
+  const EntityAddr& a = target_addrs_.front();
+  return a.addr.port() != 0 && (outgoing_ || a.type == AddrType::msgr2);
 }
 
 void ConnectionImpl::schedule_reconnect(Backoff how) {
@@ -477,7 +477,7 @@ void ConnectionImpl::schedule_reconnect(Backoff how) {
     owner().post([self] { self->on_owner([self] { if (self->state_ == State::backoff) self->connect_attempt(); }); });
     return;
   }
-  SIPHON_LOG(session, 5, "reconnecting to {} in {} ms", session::to_string(target_addrs_),
+  SIPHON_LOG(session, 5, "reconnecting to {} in {} ms", target_addrs_.to_string(),
              std::chrono::duration_cast<std::chrono::milliseconds>(backoff_).count());
   ensure_timers();
   const std::uint64_t gen = attempt_;
@@ -593,7 +593,7 @@ void ConnectionImpl::on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds ti
     return;
   }
   if (o.ms_keepalive_interval.count() > 0 && idle_for_ >= o.ms_keepalive_interval)
-    send_frame(session::encode(session::Keepalive2{UTime::now()}));
+    send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
   ConnectionImplRef self(this);
   idle_timer_->expires_after(tick);
   idle_timer_->async_wait([self, gen, tick](const boost::system::error_code& ec) {
@@ -606,7 +606,7 @@ void ConnectionImpl::on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds ti
 
 void ConnectionImpl::publish_peer() {
   std::lock_guard l(info_mtx_);
-  peer_addrs_info_ = peer_.addrs.v.empty() ? target_addrs_ : peer_.addrs;
+  peer_addrs_info_ = peer_.addrs.empty() ? target_addrs_ : peer_.addrs;
   peer_name_info_ = {peer_.type, peer_.gid};
   peer_type_.store(peer_.type, std::memory_order_release);
   features_.store(peer_.features, std::memory_order_release);

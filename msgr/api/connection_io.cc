@@ -52,7 +52,7 @@ void ConnectionImpl::drain_inbox() {
   for (auto& m : batch) outq_.push(std::move(m));
   if (keepalive) {
     if (state_ == State::ready)
-      send_frame(session::encode(session::Keepalive2{UTime::now()}));
+      send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
     else
       pending_keepalive_ = true;
   }
@@ -108,7 +108,8 @@ void ConnectionImpl::flush() {
     h.compat_version = mh.compat_version;
     proto::Frame f;
     f.tag = proto::Tag::message;
-    session::encode_header2(h, f.segments[0]);
+    h.encode_to(std::span<std::byte, session::MsgHeader2::kSize>(
+        f.segments[0].append_uninitialized(session::MsgHeader2::kSize), session::MsgHeader2::kSize));
     f.segments[1] = m->front();
     f.segments[2] = m->middle();
     f.segments[3] = m->data();
@@ -120,7 +121,7 @@ void ConnectionImpl::flush() {
 }
 
 void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
-  std::string_view why;
+  std::string why;
   switch (f.tag) {
     case proto::Tag::message:
       receive_message(std::move(f));
@@ -134,13 +135,13 @@ void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
     case proto::Tag::keepalive2: {
       session::Keepalive2 k;
       if (!session::decode(f, k, why)) break;
-      send_frame(session::encode(session::Keepalive2Ack{k.stamp}));
+      send_frame(session::encode(session::Keepalive2Ack{k.timestamp}));
       return;
     }
     case proto::Tag::keepalive2_ack: {
       session::Keepalive2Ack k;
       if (!session::decode(f, k, why)) break;
-      keepalive_ack_ns_.store(std::uint64_t{k.stamp.sec} * 1000000000u + k.stamp.nsec);
+      keepalive_ack_ns_.store(std::uint64_t{k.timestamp.sec} * 1000000000u + k.timestamp.nsec);
       return;
     }
     default:
@@ -154,13 +155,13 @@ void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
 }
 
 void ConnectionImpl::receive_message(proto::Frame&& f) {
-  session::MsgHeader2 h;
-  std::string_view why;
-  if (!session::decode_header2(f.segments[0], h, why)) {
+  auto decoded = session::MsgHeader2::decode(f.segments[0]);
+  if (!decoded) {
     core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
-    fault(make_error_code(errc::decode_error), why);
+    fault(make_error_code(errc::decode_error), decoded.error().message());
     return;
   }
+  const session::MsgHeader2& h = *decoded;
   if (h.seq <= ids_.in_seq) {
     // Already have it (a replay overlapping what we acknowledged late).
     core_->counters.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);

@@ -7,14 +7,14 @@ namespace siphon::detail {
 
 AddrKey AddrKey::of(const EntityAddr& a) {
   AddrKey k;
-  k.type = a.type;
+  k.type = static_cast<std::uint32_t>(a.type);
   k.nonce = a.nonce;
   if (!a.addr.is_unspecified())
     k.sockaddr.assign(reinterpret_cast<const char*>(a.addr.sockaddr_ptr()), a.addr.sockaddr_len());
   return k;
 }
 
-AddrKey AddrKey::of(const EntityAddrVec& v) { return v.v.empty() ? AddrKey{} : of(v.v.front()); }
+AddrKey AddrKey::of(const EntityAddrVec& v) { return v.empty() ? AddrKey{} : of(v.front()); }
 
 MessengerCore::MessengerCore(std::shared_ptr<transport::Stack> s, entity_name_t n, MessengerOptions o,
                              std::uint32_t nc)
@@ -86,7 +86,7 @@ void MessengerCore::set_my_addrs(const EntityAddrVec& v) {
 
 void MessengerCore::learned_addr(const EntityAddrVec& v) {
   std::lock_guard l(ident_mtx_);
-  if (my_addrs_.v.empty()) my_addrs_ = v;
+  if (my_addrs_.empty()) my_addrs_ = v;
 }
 
 std::uint64_t MessengerCore::next_global_seq(std::uint64_t at_least) {

@@ -42,7 +42,7 @@ class MessengerImpl final : public Messenger {
   std::error_code bind(const EntityAddrVec& addrs) override {
     start_stack();
     EntityAddrVec bound_addrs = core_->my_addrs();
-    for (const EntityAddr& a : addrs.v) {
+    for (const EntityAddr& a : addrs.addrs) {
       NetAddress bound;
       std::weak_ptr<MessengerCore> w = core_;
       const std::error_code ec = core_->stack->listen(
@@ -59,11 +59,11 @@ class MessengerImpl final : public Messenger {
         return ec;
       }
       EntityAddr mine;
-      mine.type = EntityAddr::kMsgr2;
+      mine.type = AddrType::msgr2;
       mine.nonce = core_->nonce;
       mine.addr = bound;
-      bound_addrs.v.push_back(mine);
-      SIPHON_LOG(ms, 5, "bound to {}", session::to_string(mine));
+      bound_addrs.addrs.push_back(mine);
+      SIPHON_LOG(ms, 5, "bound to {}", mine.to_string());
     }
     core_->set_my_addrs(bound_addrs);
     return {};
@@ -99,7 +99,7 @@ class MessengerImpl final : public Messenger {
     const AddrKey key = AddrKey::of(addrs);
     if (auto existing = core_->lookup(key); existing && !existing->closed()) return existing;
     ConnectionImplRef c = ConnectionImpl::make_outgoing(core_, peer_type, addrs);
-    if (core_->stopping.load() || addrs.v.empty()) {
+    if (core_->stopping.load() || addrs.empty()) {
       c->close_internal(false, "messenger shut down or no address");
       return c;
     }

@@ -9,8 +9,9 @@
 namespace siphon {
 
 using EntityName = proto::EntityName;        // auth identity, e.g. client.admin
-using entity_name_t = proto::entity_name_t;  // type + number, e.g. osd.3
+using entity_name_t = proto::EntityNameT;  // type + number, e.g. osd.3
 using EntityAddr = proto::EntityAddr;        // entity_addr_t
+using AddrType = proto::AddrType;
 using EntityAddrVec = proto::EntityAddrVec;  // entity_addrvec_t
 
 // CEPH_ENTITY_TYPE_* (msgr2-wire.md §1.2); peer_type arguments take these.

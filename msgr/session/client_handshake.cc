@@ -33,7 +33,7 @@ std::string_view to_string(ClientHandshake::State s) noexcept {
 
 namespace {
 bool all_zero(const AuthSignature& s) {
-  for (auto b : s.sig)
+  for (auto b : s.sha256)
     if (b != 0) return false;
   return true;
 }
@@ -70,7 +70,7 @@ Step ClientHandshake::on_frame(const Frame& f) {
       if (f.tag == Tag::auth_done) return on_auth_done(f);
       if (f.tag == Tag::auth_bad_method) {
         AuthBadMethod bad;
-        std::string_view why;
+        std::string why;
         if (!decode(f, bad, why)) return fail(errc::decode_error, std::string(why));
         return fail(errc::auth_unsupported,
                     fmt::format("peer rejected auth method {} (result {}); only 'none' is available",
@@ -106,26 +106,27 @@ Step ClientHandshake::on_frame(const Frame& f) {
 
 Step ClientHandshake::on_hello(const Frame& f) {
   Hello h;
-  std::string_view why;
+  std::string why;
   if (!decode(f, h, why)) return fail(errc::decode_error, std::string(why));
   if (expected_peer_type_ != proto::kEntityTypeAny && h.entity_type != expected_peer_type_)
     return fail(errc::unexpected_frame, fmt::format("peer is entity type {:#x}, expected {:#x}",
                                                     h.entity_type, expected_peer_type_));
   peer_.type = h.entity_type;
   Step s;
-  if (me_.addrs.v.empty() && !h.peer_addr.addr.is_unspecified()) {
+  if (me_.addrs.empty() && !h.peer_addr.addr.is_unspecified()) {
     // Not bound: we are who the server sees, without a port (Ceph's learned_addr).
     EntityAddr mine;
-    mine.type = EntityAddr::kAny;
+    mine.type = AddrType::any;
     mine.nonce = me_.nonce;
     mine.addr = h.peer_addr.addr;
     mine.addr.set_port(0);
-    me_.addrs.v.push_back(mine);
+    me_.addrs.addrs.push_back(mine);
     s.learned_addr = true;
   }
   AuthRequest req;
-  req.payload = auth_none_payload(expected_peer_type_ == proto::kEntityTypeMon, me_.auth_name,
-                                  peer_.global_id);
+  req.auth_payload = expected_peer_type_ == proto::kEntityTypeMon
+                        ? proto::auth_none_mon_payload(me_.auth_name, peer_.global_id)
+                        : proto::auth_none_authorizer_payload(me_.auth_name, peer_.global_id);
   s.send.push_back(encode(req));
   state_ = State::auth_wait;
   return s;
@@ -133,7 +134,7 @@ Step ClientHandshake::on_hello(const Frame& f) {
 
 Step ClientHandshake::on_auth_done(const Frame& f) {
   AuthDone d;
-  std::string_view why;
+  std::string why;
   if (!decode(f, d, why)) return fail(errc::decode_error, std::string(why));
   if (d.con_mode != kConModeCrc)
     return fail(errc::auth_unsupported,
@@ -147,7 +148,7 @@ Step ClientHandshake::on_auth_done(const Frame& f) {
 
 Step ClientHandshake::on_signature(const Frame& f) {
   AuthSignature sig;
-  std::string_view why;
+  std::string why;
   if (!decode(f, sig, why)) return fail(errc::decode_error, std::string(why));
   if (!all_zero(sig)) return fail(errc::auth_unsupported, "AUTH_SIGNATURE mismatch (auth none expects zeros)");
   ids_.global_seq = svc_.next_global_seq(0);
@@ -170,10 +171,10 @@ Frame ClientHandshake::client_ident() {
   ci.target_addr = target_;
   ci.gid = me_.gid;
   ci.global_seq = ids_.global_seq;
-  ci.features_supported = policy_.features_supported;
-  ci.features_required = policy_.features_required | (1ull << 59);  // | MSG_ADDR2, as Ceph
+  ci.supported_features = policy_.features_supported;
+  ci.required_features = policy_.features_required | (1ull << 59);  // | MSG_ADDR2, as Ceph
   ci.flags = policy_.lossy ? kMsgConnectLossy : 0;
-  ci.client_cookie = ids_.client_cookie;
+  ci.cookie = ids_.client_cookie;
   return encode(ci);
 }
 
@@ -189,25 +190,25 @@ Frame ClientHandshake::session_reconnect() {
 }
 
 Step ClientHandshake::on_ident_reply(const Frame& f) {
-  std::string_view why;
+  std::string why;
   Step s;
   switch (f.tag) {
     case Tag::server_ident: {
       if (sent_reconnect_) return fail(errc::unexpected_frame, "SERVER_IDENT in reply to SESSION_RECONNECT");
       ServerIdent si;
       if (!decode(f, si, why)) return fail(errc::decode_error, std::string(why));
-      if (!contains(si.addrs, target_))
+      if (!si.addrs.contains(target_))
         return fail(errc::unexpected_frame, fmt::format("peer identifies as {}, which does not include {}",
-                                                        to_string(si.addrs), to_string(target_)));
-      if (const auto missing = policy_.features_required & ~si.features_supported; missing != 0)
+                                                        si.addrs.to_string(), target_.to_string()));
+      if (const auto missing = policy_.features_required & ~si.supported_features; missing != 0)
         return fail(errc::feature_mismatch, fmt::format("peer lacks required features {:#x}", missing));
-      if (const auto missing = si.features_required & ~policy_.features_supported; missing != 0)
+      if (const auto missing = si.required_features & ~policy_.features_supported; missing != 0)
         return fail(errc::feature_mismatch, fmt::format("peer requires features we lack {:#x}", missing));
       peer_.gid = si.gid;
       peer_.addrs = si.addrs;
-      peer_.features = si.features_supported & policy_.features_supported;
+      peer_.features = si.supported_features & policy_.features_supported;
       peer_.lossy = (si.flags & kMsgConnectLossy) != 0;
-      ids_.server_cookie = si.server_cookie;
+      ids_.server_cookie = si.cookie;
       ids_.peer_global_seq = si.global_seq;
       ids_.in_seq = 0;
       state_ = State::ready;

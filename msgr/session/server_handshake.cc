@@ -34,7 +34,7 @@ Step ServerHandshake::fail(errc e, std::string why) {
 Step ServerHandshake::start() {
   if (state_ != State::start) return fail(errc::internal_error, "handshake started twice");
   EntityAddr seen;  // how we see the peer: its socket address, type MSGR2, nonce 0
-  seen.type = EntityAddr::kMsgr2;
+  seen.type = AddrType::msgr2;
   seen.addr = peer_socket_addr_;
   Step s;
   s.send.push_back(encode(Hello{me_.entity_type, seen}));
@@ -70,7 +70,7 @@ Step ServerHandshake::on_frame(const Frame& f) {
 
 Step ServerHandshake::on_hello(const Frame& f) {
   Hello h;
-  std::string_view why;
+  std::string why;
   if (!decode(f, h, why)) return fail(errc::decode_error, std::string(why));
   peer_.type = h.entity_type;
   policy_ = svc_.policy_for(h.entity_type);
@@ -80,21 +80,23 @@ Step ServerHandshake::on_hello(const Frame& f) {
 
 Step ServerHandshake::on_auth_request(const Frame& f) {
   AuthRequest req;
-  std::string_view why;
+  std::string why;
   if (!decode(f, req, why)) return fail(errc::decode_error, std::string(why));
   Step s;
   const bool crc_ok = std::find(req.preferred_modes.begin(), req.preferred_modes.end(),
                                 kConModeCrc) != req.preferred_modes.end();
-  if (req.method != kAuthNone || !crc_ok) {
+  if (req.method != proto::kAuthMethodNone || !crc_ok) {
     AuthBadMethod bad;
     bad.method = req.method;
+    bad.result = kEOPNOTSUPP;
+    bad.allowed_methods = {proto::kAuthMethodNone};
+    bad.allowed_modes = {kConModeCrc};
     s.send.push_back(encode(bad));  // stay in auth_wait: the client may try again
     return s;
   }
-  AuthNoneRequest none;
-  if (!decode_auth_none(req.payload, none, why)) return fail(errc::decode_error, std::string(why));
-  if (none.mode != kAuthModeAuthorizer && none.mode != kAuthModeMon)
-    return fail(errc::decode_error, fmt::format("auth none payload: unknown mode {}", none.mode));
+  auto parsed = proto::AuthNonePayload::decode(req.auth_payload);
+  if (!parsed) return fail(errc::decode_error, parsed.error().message());
+  const proto::AuthNonePayload& none = *parsed;
   peer_.global_id = none.global_id != 0 ? none.global_id : svc_.new_global_id();
   AuthDone done;
   done.global_id = peer_.global_id;
@@ -106,17 +108,17 @@ Step ServerHandshake::on_auth_request(const Frame& f) {
 
 Step ServerHandshake::on_signature(const Frame& f) {
   AuthSignature sig;
-  std::string_view why;
+  std::string why;
   if (!decode(f, sig, why)) return fail(errc::decode_error, std::string(why));
-  for (auto b : sig.sig)
+  for (auto b : sig.sha256)
     if (b != 0) return fail(errc::auth_unsupported, "AUTH_SIGNATURE mismatch (auth none expects zeros)");
   state_ = State::ident_wait;
   return {};
 }
 
 bool ServerHandshake::is_my_addr(const EntityAddr& a) const noexcept {
-  for (const auto& mine : me_.addrs.v) {
-    if (same_addr(mine, a)) return true;
+  for (const auto& mine : me_.addrs.addrs) {
+    if (mine == a) return true;
     // Bound to a wildcard IP: any local IP with our port, type and nonce.
     if (mine.addr.is_any() && mine.type == a.type && mine.nonce == a.nonce &&
         mine.addr.port() == a.addr.port() && mine.addr.family() == a.addr.family())
@@ -127,14 +129,14 @@ bool ServerHandshake::is_my_addr(const EntityAddr& a) const noexcept {
 
 Step ServerHandshake::on_client_ident(const Frame& f) {
   ClientIdent ci;
-  std::string_view why;
+  std::string why;
   if (!decode(f, ci, why)) return fail(errc::decode_error, std::string(why));
-  if (ci.addrs.v.empty() || ci.addrs.v.front().addr.is_unspecified())
+  if (ci.addrs.empty() || ci.addrs.front().is_blank())
     return fail(errc::unexpected_frame, "CLIENT_IDENT without a client address");
   if (!is_my_addr(ci.target_addr))
     return fail(errc::unexpected_frame, fmt::format("CLIENT_IDENT targets {}, which is not us {}",
-                                                    to_string(ci.target_addr), to_string(me_.addrs)));
-  const std::uint64_t missing = (policy_.features_required | (1ull << 59)) & ~ci.features_supported;
+                                                    ci.target_addr.to_string(), me_.addrs.to_string()));
+  const std::uint64_t missing = (policy_.features_required | (1ull << 59)) & ~ci.supported_features;
   if (missing != 0) {
     Step s;
     s.send.push_back(encode(IdentMissingFeatures{missing}));
@@ -143,9 +145,9 @@ Step ServerHandshake::on_client_ident(const Frame& f) {
   client_ident_ = ci;
   peer_.gid = ci.gid;
   peer_.addrs = ci.addrs;
-  peer_.features = ci.features_supported & policy_.features_supported;
+  peer_.features = ci.supported_features & policy_.features_supported;
   peer_.lossy = policy_.lossy;
-  ids_.client_cookie = ci.client_cookie;
+  ids_.client_cookie = ci.cookie;
   ids_.peer_global_seq = ci.global_seq;
   state_ = State::decide;
   Step s;
@@ -155,9 +157,9 @@ Step ServerHandshake::on_client_ident(const Frame& f) {
 
 Step ServerHandshake::on_reconnect(const Frame& f) {
   SessionReconnect r;
-  std::string_view why;
+  std::string why;
   if (!decode(f, r, why)) return fail(errc::decode_error, std::string(why));
-  if (r.addrs.v.empty() || r.addrs.v.front().addr.is_unspecified())
+  if (r.addrs.empty() || r.addrs.front().is_blank())
     return fail(errc::unexpected_frame, "SESSION_RECONNECT without a client address");
   reconnect_ = r;
   peer_.addrs = r.addrs;
@@ -181,10 +183,10 @@ Step ServerHandshake::accept_new_session(std::uint64_t global_seq, std::uint64_t
   si.addrs = me_.addrs;
   si.gid = me_.gid;
   si.global_seq = global_seq;
-  si.features_supported = policy_.features_supported;
-  si.features_required = policy_.features_required | (1ull << 59);
+  si.supported_features = policy_.features_supported;
+  si.required_features = policy_.features_required | (1ull << 59);
   si.flags = policy_.lossy ? kMsgConnectLossy : 0;
-  si.server_cookie = ids_.server_cookie;
+  si.cookie = ids_.server_cookie;
   Step s;
   s.send.push_back(encode(si));
   s.outcome = Step::Outcome::ready;
