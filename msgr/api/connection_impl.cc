@@ -14,7 +14,10 @@ using session::Step;
 
 ConnectionImpl::ConnectionImpl(std::shared_ptr<MessengerCore> core, transport::Worker& worker,
                                bool outgoing)
-    : core_(std::move(core)), owner_(&worker), outgoing_(outgoing) {}
+    : core_(std::move(core)),
+      owner_(&worker),
+      outgoing_(outgoing),
+      backoff_(core_->options.ms_initial_backoff, core_->options.ms_max_backoff) {}
 
 ConnectionImpl::~ConnectionImpl() = default;
 
@@ -223,7 +226,7 @@ void ConnectionImpl::server_ready(bool reconnected, std::uint64_t peer_in_seq) {
 void ConnectionImpl::become_ready() {
   state_ = State::ready;
   once_ready_ = true;
-  backoff_ = std::chrono::nanoseconds{0};
+  backoff_.reset();
   if (timer_) timer_->cancel();
   publish_peer();
   connected_.store(true, std::memory_order_release);
@@ -435,7 +438,8 @@ void ConnectionImpl::fault(std::error_code ec, std::string_view why) {
   }
   outq_.requeue_sent();
   if (can_dial() && (outq_.has_pending() || !policy_.standby || (outgoing_ && !once_ready_))) {
-    schedule_reconnect(was == State::connecting ? Backoff::grow : Backoff::none);
+    schedule_reconnect(was == State::connecting ? session::ReconnectBackoff::Cause::attempt_failed
+                                                : session::ReconnectBackoff::Cause::fault_when_ready);
   } else {
     state_ = State::standby;
   }
@@ -451,7 +455,7 @@ void ConnectionImpl::fault_wait() {
     enter_closed(true);
     return;
   }
-  schedule_reconnect(Backoff::max);
+  schedule_reconnect(session::ReconnectBackoff::Cause::peer_said_wait);
 }
 
 bool ConnectionImpl::can_dial() const noexcept {
@@ -460,28 +464,21 @@ bool ConnectionImpl::can_dial() const noexcept {
   return a.addr.port() != 0 && (outgoing_ || a.type == AddrType::msgr2);
 }
 
-void ConnectionImpl::schedule_reconnect(Backoff how) {
+void ConnectionImpl::schedule_reconnect(session::ReconnectBackoff::Cause cause) {
   if (ids_.server_cookie != 0) ++ids_.connect_seq;  // before every reconnect of a session
-  const auto& o = core_->options;
-  switch (how) {
-    case Backoff::none: backoff_ = std::chrono::nanoseconds{0}; break;
-    case Backoff::grow:
-      backoff_ = backoff_.count() == 0 ? o.ms_initial_backoff : std::min(backoff_ * 2, o.ms_max_backoff);
-      break;
-    case Backoff::max: backoff_ = o.ms_max_backoff; break;
-  }
+  const std::chrono::nanoseconds delay = backoff_.next(cause);
   state_ = State::backoff;
   ++attempt_;
   ConnectionImplRef self(this);
-  if (backoff_.count() == 0) {
+  if (delay.count() == 0) {
     owner().post([self] { self->on_owner([self] { if (self->state_ == State::backoff) self->connect_attempt(); }); });
     return;
   }
   SIPHON_LOG(session, 5, "reconnecting to {} in {} ms", target_addrs_.to_string(),
-             std::chrono::duration_cast<std::chrono::milliseconds>(backoff_).count());
+             std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
   ensure_timers();
   const std::uint64_t gen = attempt_;
-  timer_->expires_after(backoff_);
+  timer_->expires_after(delay);
   timer_->async_wait([self, gen](const boost::system::error_code& ec) {
     if (ec) return;
     self->on_owner([self, gen] {

@@ -33,6 +33,7 @@
 #include "msgr/api/connection.h"
 #include "msgr/api/core.h"
 #include "msgr/session/handshake.h"
+#include "msgr/session/backoff.h"
 #include "msgr/session/decide.h"
 #include "msgr/session/send_queue.h"
 
@@ -107,8 +108,7 @@ class ConnectionImpl final : public Connection {
   void fault(std::error_code ec, std::string_view why);
   void fault_wait();
   bool can_dial() const noexcept;
-  enum class Backoff { none, grow, max };
-  void schedule_reconnect(Backoff how);
+  void schedule_reconnect(session::ReconnectBackoff::Cause cause);
   void enter_closed(bool notify_reset);
   void reset_session(bool notify_remote);
   void ensure_timers();
@@ -170,7 +170,7 @@ class ConnectionImpl final : public Connection {
   bool paused_ = false;
   bool pending_keepalive_ = false;  // requested before READY
   std::chrono::nanoseconds idle_for_{0};
-  std::chrono::nanoseconds backoff_{0};
+  session::ReconnectBackoff backoff_;
   std::unique_ptr<boost::asio::steady_timer> timer_;       // ready timeout / backoff
   std::unique_ptr<boost::asio::steady_timer> idle_timer_;  // idle timeout + keepalive
   std::uint64_t activity_ = 0;       // frames in or out (idle detection)
