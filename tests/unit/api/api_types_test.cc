@@ -77,7 +77,7 @@ TEST(MessengerOptions, CephDefaults) {
   EXPECT_EQ(o.ms_initial_backoff, std::chrono::milliseconds(200));
   EXPECT_EQ(o.ms_max_backoff, std::chrono::seconds(15));
   EXPECT_EQ(o.ms_dispatch_throttle_bytes, 100u << 20);
-  EXPECT_EQ(o.transport.ms_async_op_threads, 3u);
+  EXPECT_EQ(o.transport.common.async_op_threads, 3u);
 }
 
 }  // namespace
