@@ -417,9 +417,8 @@ void ConnectionImpl::fault(std::error_code ec, std::string_view why) {
   ConnectionImplRef self(this);
   const State was = state_;
   core_->counters.faults.fetch_add(1, std::memory_order_relaxed);
-  SIPHON_LOG(session, 1, "connection to {} faulted in state {}: {} ({})",
-             (target_addrs_.empty() ? peer_.addrs : target_addrs_).to_string(), static_cast<int>(was),
-             why, ec.message());
+  SIPHON_LOG(session, 1, "{} faulted in state {}: {} ({})", describe(), to_string(was), why,
+             ec.message());
   detach_transport();
   if (timer_) timer_->cancel();
   if (idle_timer_) idle_timer_->cancel();
@@ -600,6 +599,26 @@ void ConnectionImpl::on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds ti
 }
 
 // --- peer info (read from any thread) ---------------------------------------
+
+std::string_view ConnectionImpl::to_string(State s) noexcept {
+  switch (s) {
+    case State::idle: return "idle";
+    case State::connecting: return "connecting";
+    case State::accepting: return "accepting";
+    case State::ready: return "ready";
+    case State::backoff: return "backoff";
+    case State::standby: return "standby";
+    case State::closed: return "closed";
+  }
+  return "?";
+}
+
+std::string ConnectionImpl::describe() const {
+  if (!target_addrs_.empty())
+    return fmt::format("{} connection with {}", outgoing_ ? "outgoing" : "incoming", target_addrs_.to_string());
+  if (conn_) return fmt::format("incoming connection from {}", conn_->peer_address().to_string());
+  return "incoming connection";
+}
 
 void ConnectionImpl::publish_peer() {
   std::lock_guard l(info_mtx_);

@@ -117,6 +117,8 @@ class ConnectionImpl final : public Connection {
   void on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds tick);
   void cancel_timers();
   void publish_peer();
+  std::string describe() const;
+  static std::string_view to_string(State s) noexcept;
   void pause_for_budget();
   bool over_budget() const;
 

@@ -77,7 +77,11 @@ class MessengerImpl final : public Messenger {
   }
 
   void shutdown() override {
-    if (core_->stopping.exchange(true)) return;
+    {
+      std::lock_guard l(wait_mtx_);
+      if (core_->stopping.exchange(true)) return;
+    }
+    wait_cv_.notify_all();
     for (auto& c : core_->live_connections()) c->close_internal(false, "messenger shutdown");
   }
 

@@ -355,6 +355,8 @@ TEST_F(Pair, ConnectionRaceEndsWithOneSessionAndNoLoss) {
   b->add_dispatcher_tail(&db);
   a->start();
   b->start();
+  LogCapture logs;
+  log::set_level(log::Subsys::session, 5);
   constexpr int kN = 200;
   ConnectionRef ab = a->connect_to(entity_type::osd, b->get_myaddrs());
   ConnectionRef ba = b->connect_to(entity_type::osd, a->get_myaddrs());
@@ -378,6 +380,16 @@ TEST_F(Pair, ConnectionRaceEndsWithOneSessionAndNoLoss) {
     std::lock_guard l(da.w.mu);
     EXPECT_EQ(at_a, expected);
   }
+  log::set_level(log::Subsys::session, log::kDefaultLevel);
+  // Both CLIENT_IDENTs met the other side's outgoing session: one side let
+  // the incoming connection take its session over, the other said WAIT.
+  int race_lines = 0;
+  for (const auto& line : logs.lines())
+    if (line.find("connection race") != std::string::npos) {
+      ++race_lines;
+      std::printf("  %s\n", line.c_str());
+    }
+  EXPECT_GE(race_lines, 1);
   a->shutdown();
   b->shutdown();
   a->wait();
