@@ -90,11 +90,11 @@ class TcpFaultTest : public TcpFixture {
     srec.frame_hook = [&](proto::Frame&) { (void)sconn->send(control(proto::Tag::ack, "pong")); };
     ConnectionRef cconn;
     crec.frame_hook = [&](proto::Frame&) { (void)cconn->send(control(proto::Tag::ack, "ping")); };
-    auto [ec, c] = connect(*client_, addr, &crec, {}, [](Connection& conn) {
+    const auto connected = connect(*client_, addr, &crec, {}, [](Connection& conn) {
       (void)conn.send(control(proto::Tag::ack, "ping"));
     });
-    if (ec) return Fault{ec, "connect failed"};
-    cconn = c;
+    if (connected.first) return Fault{connected.first, "connect failed"};
+    cconn = connected.second;
     sconn = accept_next();
     if (!sconn) return std::nullopt;
     run_on(sconn->worker(), [&] { sconn->start(srec, {}); });

@@ -277,7 +277,9 @@ TEST_F(TcpTest, TenThousandMixedFramesInOrderAndIntact) {
   Checker at_server{src}, at_client{src};
   srec.frame_hook = [&](proto::Frame& f) { at_server(f); };
   crec.frame_hook = [&](proto::Frame& f) { at_client(f); };
-  auto [ec, cconn] = connect(*client_, *addr, &crec);
+  auto cconn_result = connect(*client_, *addr, &crec);
+  const std::error_code ec = cconn_result.first;
+  ConnectionRef cconn = cconn_result.second;
   ASSERT_FALSE(ec);
   ConnectionRef sconn = start_accepted(srec);
   ASSERT_TRUE(sconn);
@@ -334,7 +336,9 @@ TEST_F(TcpTest, BackpressureAndOnWritable) {
   Recorder& crec = recorder();
   Recorder& srec = recorder();
   srec.keep_frames = false;
-  auto [ec, cconn] = connect(*client_, *addr, &crec);
+  auto cconn_result = connect(*client_, *addr, &crec);
+  const std::error_code ec = cconn_result.first;
+  ConnectionRef cconn = cconn_result.second;
   ASSERT_FALSE(ec);
   ConnectionRef sconn = accept_next();
   ASSERT_TRUE(sconn);
@@ -378,7 +382,9 @@ TEST_F(TcpTest, PauseStopsReadingAndResumeDeliversTheRest) {
   ASSERT_TRUE(addr);
   Recorder& crec = recorder();
   Recorder& srec = recorder();
-  auto [ec, cconn] = connect(*client_, *addr, &crec);
+  auto cconn_result = connect(*client_, *addr, &crec);
+  const std::error_code ec = cconn_result.first;
+  ConnectionRef cconn = cconn_result.second;
   ASSERT_FALSE(ec);
   ConnectionRef sconn = accept_next();
   ASSERT_TRUE(sconn);
@@ -436,7 +442,9 @@ TEST_F(TcpTest, CloseInsideOnFrameStopsDelivery) {
   ASSERT_TRUE(addr);
   Recorder& crec = recorder();
   Recorder& srec = recorder();
-  auto [ec, cconn] = connect(*client_, *addr, &crec);
+  auto cconn_result = connect(*client_, *addr, &crec);
+  const std::error_code ec = cconn_result.first;
+  ConnectionRef cconn = cconn_result.second;
   ASSERT_FALSE(ec);
   ConnectionRef sconn = accept_next();
   ASSERT_TRUE(sconn);
@@ -461,10 +469,14 @@ TEST_F(TcpTest, ConnectToAClosedPortIsRefused) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   ::close(fd);
   const NetAddress closed = NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&sa), len);
-  auto [ec, conn] = connect(*client_, closed, nullptr);
+  auto conn_result = connect(*client_, closed, nullptr);
+  const std::error_code ec = conn_result.first;
+  ConnectionRef conn = conn_result.second;
   EXPECT_EQ(ec, errc::connection_refused);
   EXPECT_FALSE(conn);
-  auto [ec2, conn2] = connect(*client_, NetAddress{}, nullptr);
+  auto conn2_result = connect(*client_, NetAddress{}, nullptr);
+  const std::error_code ec2 = conn2_result.first;
+  ConnectionRef conn2 = conn2_result.second;
   EXPECT_EQ(ec2, errc::address_invalid);
 }
 
@@ -644,7 +656,9 @@ TEST_F(TcpFixture, AcceptSpreadsConnectionsOverWorkers) {
   std::array<int, 3> per_worker{};
   std::vector<ConnectionRef> keep;
   for (int i = 0; i < 6; ++i) {
-    auto [ec, c] = connect(*client_, *addr, nullptr);
+    auto c_result = connect(*client_, *addr, nullptr);
+    const std::error_code ec = c_result.first;
+    ConnectionRef c = c_result.second;
     ASSERT_FALSE(ec);
     keep.push_back(c);
     ConnectionRef s = accept_next();

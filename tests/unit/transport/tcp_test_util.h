@@ -213,7 +213,9 @@ class TcpFixture : public ::testing::Test {
     Pair p;
     p.client.rec = &recorder();
     p.server.rec = &recorder();
-    auto [ec, conn] = connect(*client_, addr, p.client.rec, client_banner);
+    auto conn_result = connect(*client_, addr, p.client.rec, client_banner);
+    const std::error_code ec = conn_result.first;
+    ConnectionRef conn = conn_result.second;
     EXPECT_FALSE(ec) << ec.message();
     p.client.conn = conn;
     p.server.conn = start_accepted(*p.server.rec, server_banner);
