@@ -310,10 +310,9 @@ TEST_F(Pair, PolicyByteThrottlePausesReadingUntilMessagesAreReleased) {
     std::lock_guard l(sd.w.mu);
     EXPECT_LT(sd.messages, static_cast<std::uint64_t>(kCount));
     EXPECT_LE(sp.throttler_bytes->current(), 256u * 1024 + payload.size());
-    held.clear();  // release: budget returns, reading resumes
+    sd.on_message = nullptr;  // drop what arrives from now on at once
+    held.clear();             // release: budget returns, reading resumes
   }
-  // Drop what arrives from now on at once.
-  sd.on_message = nullptr;
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == kCount; }));
   EXPECT_LE(sp.throttler_bytes->peak(), 256u * 1024 + payload.size());
 }
