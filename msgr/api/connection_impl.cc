@@ -26,7 +26,7 @@ ConnectionImplRef ConnectionImpl::make_outgoing(std::shared_ptr<MessengerCore> c
   transport::Worker& w = core->stack->pick_worker();
   ConnectionImplRef c(new ConnectionImpl(std::move(core), w, true));
   c->policy_ = c->core_->policy_for(peer_type);
-  c->lossy_ = c->policy_.lossy;
+  c->lossy_.store(c->policy_.lossy);
   c->target_addrs_ = peer_addrs;
   c->key_ = AddrKey::of(peer_addrs);
   c->registered_ = true;
@@ -38,12 +38,19 @@ ConnectionImplRef ConnectionImpl::make_outgoing(std::shared_ptr<MessengerCore> c
 }
 
 void ConnectionImpl::accept(std::shared_ptr<MessengerCore> core, transport::ConnectionRef conn) {
-  if (core->stopping.load()) {
+  if (core->stopping.load() || !core->started.load(std::memory_order_acquire)) {
+    // Not configured yet (dispatchers and policies are read without locks
+    // once started) or shutting down: the peer retries.
+    SIPHON_LOG(session, 5, "refusing a connection from {}: messenger {}", conn->peer_address().to_string(),
+               core->stopping.load() ? "shutting down" : "not started");
     conn->close();
     return;
   }
   ConnectionImplRef c(new ConnectionImpl(core, conn->worker(), false));
-  core->add_live(c);
+  if (!core->add_live(c)) {
+    conn->close();
+    return;
+  }
   c->state_ = State::accepting;
   c->server_hs_.emplace(core->local_identity(), conn->peer_address(), core->services());
   c->attach(std::move(conn));
@@ -263,7 +270,7 @@ void ConnectionImpl::server_decide_ident() {
   const session::ClientIdent ci = server_hs_->client_ident();
   peer_ = server_hs_->peer();
   policy_ = core_->policy_for(peer_.type);
-  lossy_ = policy_.lossy;
+  lossy_.store(policy_.lossy);
   peer_type_.store(peer_.type);
   target_addrs_ = ci.addrs;
   ConnectionImplRef self(this);

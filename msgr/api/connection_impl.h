@@ -63,7 +63,7 @@ class ConnectionImpl final : public Connection {
   void send_keepalive() override;
   void mark_down() override;
   bool is_connected() const override { return connected_.load(std::memory_order_acquire); }
-  bool is_lossy() const override { return lossy_; }
+  bool is_lossy() const override { return lossy_.load(std::memory_order_acquire); }
   EntityAddrVec get_peer_addrs() const override;
   std::uint8_t get_peer_type() const override { return peer_type_.load(std::memory_order_acquire); }
   entity_name_t get_peer_name() const override;
@@ -134,7 +134,7 @@ class ConnectionImpl final : public Connection {
   const std::shared_ptr<MessengerCore> core_;
   std::atomic<transport::Worker*> owner_;
   const bool outgoing_;   // we dialled (else accepted)
-  bool lossy_ = false;
+  std::atomic<bool> lossy_{false};  // fixed once the policy is known
 
   // Readable from any thread.
   std::atomic<bool> connected_{false};

@@ -128,9 +128,13 @@ void MessengerCore::unregister_session(const AddrKey& k, const ConnectionImpl* c
   if (it != sessions_.end() && it->second.get() == c) sessions_.erase(it);
 }
 
-void MessengerCore::add_live(const ConnectionImplRef& c) {
+bool MessengerCore::add_live(const ConnectionImplRef& c) {
   std::lock_guard l(table_mtx_);
+  // shutdown() sets `stopping` before it takes this lock to list the live
+  // connections: a connection added after that list was made sees it here.
+  if (stopping.load()) return false;
   live_.insert(c);
+  return true;
 }
 
 void MessengerCore::remove_live(const ConnectionImpl* c) {

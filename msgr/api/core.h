@@ -72,6 +72,9 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
 
   Counters counters;
   std::atomic<bool> stopping{false};
+  // Set by Messenger::start(): the configuration above is complete and
+  // published to the workers (accept() and connect_to() check it).
+  std::atomic<bool> started{false};
   DispatchQueue dispatch_queue;
 
   Policy policy_for(std::uint8_t peer_type) const;
@@ -94,7 +97,8 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   ConnectionImplRef register_session(const AddrKey& k, const ConnectionImplRef& c);
   void replace_session(const AddrKey& k, const ConnectionImplRef& c);
   void unregister_session(const AddrKey& k, const ConnectionImpl* c);
-  void add_live(const ConnectionImplRef& c);
+  // False (and not added) once shutdown has begun.
+  bool add_live(const ConnectionImplRef& c);
   void remove_live(const ConnectionImpl* c);
   std::vector<ConnectionImplRef> live_connections();
   std::size_t live_count();

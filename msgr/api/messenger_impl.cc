@@ -74,6 +74,7 @@ class MessengerImpl final : public Messenger {
     core_->any_fast_dispatch = !core_->dispatchers.empty();
     core_->dispatch_queue.start();
     started_ = true;
+    core_->started.store(true, std::memory_order_release);
   }
 
   void shutdown() override {
@@ -103,13 +104,19 @@ class MessengerImpl final : public Messenger {
     const AddrKey key = AddrKey::of(addrs);
     if (auto existing = core_->lookup(key); existing && !existing->closed()) return existing;
     ConnectionImplRef c = ConnectionImpl::make_outgoing(core_, peer_type, addrs);
-    if (core_->stopping.load() || addrs.empty()) {
-      c->close_internal(false, "messenger shut down or no address");
+    if (core_->stopping.load() || !core_->started.load(std::memory_order_acquire) || addrs.empty()) {
+      SIPHON_LOG(ms, 1, "connect_to {}: {}", addrs.to_string(),
+                 addrs.empty() ? "no address" : core_->stopping.load() ? "messenger shut down" : "call start() first");
+      c->close_internal(false, "not connectable");
       return c;
     }
     ConnectionImplRef holder = core_->register_session(key, c);
     if (holder != c) return holder;
-    core_->add_live(c);
+    if (!core_->add_live(c)) {
+      core_->unregister_session(key, c.get());
+      c->close_internal(false, "messenger shut down");
+      return c;
+    }
     c->start_connect();
     return c;
   }

@@ -30,27 +30,23 @@ struct PingClient : Dispatcher {
 int main() {
   MessengerOptions opts;
   opts.transport.common.async_op_threads = 1;
-
-  PingServer server_logic;
+  PingServer server_logic;  // the server: bind, start
   auto server = Messenger::create(make_tcp_stack(opts), {entity_type::osd, 0}, opts);
   server->set_policy(entity_type::client, Policy::stateless_server());
   server->add_dispatcher_tail(&server_logic);
   auto any_port = EntityAddrVec(EntityAddr(AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")));
   if (server->bind(any_port)) return 1;
   server->start();
-
-  PingClient client_logic;
+  PingClient client_logic;  // the client: start, connect, send
   auto client = Messenger::create(make_tcp_stack(opts), {entity_type::client, -1}, opts);
   client->set_policy(entity_type::osd, Policy::lossy_client());
   client->add_dispatcher_tail(&client_logic);
   client->start();
-
   ConnectionRef con = client->connect_to(entity_type::osd, server->get_myaddrs());
   MessageRef ping = make_message<Message>(kPing);
   ping->set_tid(1);
   ping->front().append("hello");
   con->send_message(ping);
-
   auto reply = client_logic.reply.get_future();
   const bool ok = reply.wait_for(std::chrono::seconds(10)) == std::future_status::ready &&
                   reply.get() == "hello";

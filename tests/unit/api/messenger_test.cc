@@ -167,6 +167,35 @@ TEST_F(Pair, UndecodableTypedMessageFaultsOnlyThatConnection) {
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
 }
 
+// Counts live instances, to see when the sender frees a message.
+struct Tracked : Message {
+  static std::atomic<int>& live() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  Tracked() : Message(kTypeTest) { ++live(); }
+  ~Tracked() override { --live(); }
+};
+
+TEST_F(Pair, AckFramesFreeTheSentListOnAOneWaySession) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  ConnectionRef con = connect();
+  for (int i = 0; i < 100; ++i) con->send_message(make_message<Tracked>());
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 100; }));
+  // The server never sends a message, so only ACK frames can acknowledge
+  // these; the client then drops them from its sent list.
+  EXPECT_TRUE(eventually([] { return Tracked::live().load() == 0; }, 10s))
+      << Tracked::live().load() << " messages still held";
+}
+
+TEST_F(Pair, LossySessionKeepsNoSentList) {
+  start(Policy::stateless_server(), Policy::lossy_client(), opts);
+  ConnectionRef con = connect();
+  for (int i = 0; i < 50; ++i) con->send_message(make_message<Tracked>());
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 50; }));
+  EXPECT_TRUE(eventually([] { return Tracked::live().load() == 0; }, 10s));
+}
+
 TEST_F(Pair, KeepaliveIsAcknowledged) {
   start(Policy::stateful_server(), Policy::lossless_client(), opts);
   ConnectionRef con = connect();
