@@ -168,5 +168,65 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
   log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
+// Both sides bound, both sending, lossless_peer on both ends, faults
+// injected on both stacks: reconnects come from either side and race
+// (SESSION_RECONNECT rule 7, connection races), and both directions still
+// deliver every message exactly once and in order.
+TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
+  MessengerOptions o = test_options(1);
+  o.transport.common.inject.socket_failures = 50;
+  o.transport.common.inject.seed = 7;
+  log::set_level(log::Subsys::session, 0);
+  log::set_level(log::Subsys::transport, 0);
+  auto a = make_messenger({entity_type::osd, 1}, o);
+  auto b = make_messenger({entity_type::osd, 2}, o);
+  Verifier va(false), vb(false);
+  constexpr std::uint64_t kCount = 50000;
+  va.target = vb.target = kCount;
+  a->set_default_policy(Policy::lossless_peer());
+  b->set_default_policy(Policy::lossless_peer());
+  a->add_dispatcher_tail(&va);
+  b->add_dispatcher_tail(&vb);
+  ASSERT_FALSE(a->bind(loopback_any_port()));
+  ASSERT_FALSE(b->bind(loopback_any_port()));
+  a->start();
+  b->start();
+  ConnectionRef ab = a->connect_to(entity_type::osd, b->get_myaddrs());
+  ConnectionRef ba = b->connect_to(entity_type::osd, a->get_myaddrs());
+  for (std::uint64_t i = 1; i <= kCount; ++i) {
+    if (i > 2000 && (i % 500) == 1) {
+      std::unique_lock l(vb.w.mu);
+      vb.w.cv.wait_for(l, std::chrono::seconds(60), [&] { return vb.received + 2000 >= i; });
+    }
+    MessageRef m1 = make_message<Message>(kType);
+    m1->set_tid(i);
+    ASSERT_FALSE(ab->send_message(m1));
+    MessageRef m2 = make_message<Message>(kType);
+    m2->set_tid(i);
+    ASSERT_FALSE(ba->send_message(m2));
+  }
+  EXPECT_TRUE(vb.w.wait_for([&] { return vb.received >= kCount; }, std::chrono::seconds(120)));
+  EXPECT_TRUE(va.w.wait_for([&] { return va.received >= kCount; }, std::chrono::seconds(120)));
+  for (Verifier* v : {&va, &vb}) {
+    std::lock_guard l(v->w.mu);
+    EXPECT_EQ(v->received, kCount);
+    EXPECT_EQ(v->duplicates, 0u);
+    EXPECT_EQ(v->gaps, 0u);
+    EXPECT_TRUE(v->first_error.empty()) << v->first_error;
+  }
+  const auto sa = a->stats();
+  const auto sb = b->stats();
+  std::printf("[ peers ] 2 x %" PRIu64 " messages, %" PRIu64 " connection faults survived, %" PRIu64
+              " reconnects, %" PRIu64 " sessions reset\n",
+              kCount, sa.faults + sb.faults, sa.reconnects + sb.reconnects, sa.sessions_reset + sb.sessions_reset);
+  EXPECT_GT(sa.faults + sb.faults, 10u);
+  a->shutdown();
+  b->shutdown();
+  a->wait();
+  b->wait();
+  log::set_level(log::Subsys::session, log::kDefaultLevel);
+  log::set_level(log::Subsys::transport, log::kDefaultLevel);
+}
+
 }  // namespace
 }  // namespace siphon::test
