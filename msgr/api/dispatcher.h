@@ -15,6 +15,9 @@
 // queued to the dispatch thread in order with that connection's normal-path
 // messages.
 //
+// Lifetime: a dispatcher must outlive the messenger it is added to (until
+// Messenger::wait() returns).
+//
 // Thread model: all callbacks other than ms_fast_dispatch and
 // ms_can_fast_dispatch run on the one dispatch thread, so a dispatcher that
 // only uses the normal path needs no locking of its own. Callbacks may call

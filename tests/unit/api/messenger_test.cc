@@ -30,8 +30,9 @@ struct MCounter : Message {
 
 struct Pair : ::testing::Test {
   MessengerOptions opts = test_options();
+  // Dispatchers outlive the messengers (TearDown shuts them down first).
+  RecordingDispatcher sd, cd, sd2, cd2;
   std::unique_ptr<Messenger> server, client;
-  RecordingDispatcher sd, cd;
 
   void start(const Policy& server_policy, const Policy& client_policy, MessengerOptions o) {
     server = make_messenger({entity_type::osd, 0}, o);
@@ -264,7 +265,6 @@ TEST_F(Pair, PeerRestartIsSeenAsRemoteReset) {
   // Restart the server: same address and nonce, no session state.
   server->shutdown();
   server->wait();
-  RecordingDispatcher sd2;
   server = make_messenger({entity_type::osd, 0}, opts, nonce);
   server->set_policy(entity_type::client, Policy::stateful_server());
   server->add_dispatcher_tail(&sd2);
@@ -288,7 +288,6 @@ TEST_F(Pair, ClientRestartIsSeenAsRemoteResetByTheServer) {
   client->wait();
   // Same nonce and address family: the server finds the old session, with a
   // different client cookie (the peer restarted).
-  RecordingDispatcher cd2;
   client = make_messenger({entity_type::client, 4100}, opts, nonce);
   client->set_policy(entity_type::osd, Policy::lossless_client());
   client->add_dispatcher_tail(&cd2);
@@ -369,9 +368,9 @@ TEST_F(Pair, DispatchThrottleBoundsUndispatchedBytes) {
 }
 
 TEST_F(Pair, ConnectionRaceEndsWithOneSessionAndNoLoss) {
+  RecordingDispatcher da, db;  // outlive the messengers
   auto a = make_messenger({entity_type::osd, 1}, opts);
   auto b = make_messenger({entity_type::osd, 2}, opts);
-  RecordingDispatcher da, db;
   std::vector<std::uint32_t> at_a, at_b;
   da.on_message = [&](const MessageRef& m) { at_a.push_back(static_cast<std::uint32_t>(m->get_tid())); };
   db.on_message = [&](const MessageRef& m) { at_b.push_back(static_cast<std::uint32_t>(m->get_tid())); };

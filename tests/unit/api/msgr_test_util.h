@@ -104,40 +104,44 @@ class RecordingDispatcher : public Dispatcher {
   }
 };
 
-// Collects log lines of a subsystem (thread-safe) while it lives.
+// Collects log lines (thread-safe) while it lives. Workers may log at any
+// moment, so the sink and the destructor synchronise on one global mutex.
 class LogCapture {
  public:
   LogCapture() {
+    std::lock_guard l(global_mu());
     instance() = this;
     log::set_sink(&LogCapture::sink);
   }
   ~LogCapture() {
+    std::lock_guard l(global_mu());
     log::set_sink(nullptr);
     instance() = nullptr;
   }
   bool contains(const std::string& needle) {
-    std::lock_guard l(mu_);
+    std::lock_guard l(global_mu());
     for (const auto& s : lines_)
       if (s.find(needle) != std::string::npos) return true;
     return false;
   }
   std::vector<std::string> lines() {
-    std::lock_guard l(mu_);
+    std::lock_guard l(global_mu());
     return lines_;
   }
 
  private:
+  static std::mutex& global_mu() {
+    static std::mutex m;
+    return m;
+  }
   static LogCapture*& instance() {
     static LogCapture* p = nullptr;
     return p;
   }
   static void sink(log::Subsys, int, std::string_view line) noexcept {
-    if (LogCapture* c = instance()) {
-      std::lock_guard l(c->mu_);
-      c->lines_.emplace_back(line);
-    }
+    std::lock_guard l(global_mu());
+    if (LogCapture* c = instance()) c->lines_.emplace_back(line);
   }
-  std::mutex mu_;
   std::vector<std::string> lines_;
 };
 

@@ -102,13 +102,13 @@ class Verifier : public Dispatcher {
 
 void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, const Policy& sp,
          const Policy& cp, bool report_faults) {
+  Verifier v(check_bytes);  // outlives the messengers
   auto server_stack = make_tcp_stack(opts);
   auto client_stack = make_tcp_stack(opts);
   auto server = Messenger::create(server_stack, {entity_type::osd, 0}, opts);
   auto client = Messenger::create(client_stack, {entity_type::client, 7}, opts);
   server->set_policy(entity_type::client, sp);
   client->set_policy(entity_type::osd, cp);
-  Verifier v(check_bytes);
   v.target = count;
   server->add_dispatcher_tail(&v);
   ASSERT_FALSE(server->bind(loopback_any_port()));
@@ -178,9 +178,9 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   o.transport.common.inject.seed = 7;
   log::set_level(log::Subsys::session, 0);
   log::set_level(log::Subsys::transport, 0);
+  Verifier va(false), vb(false);  // outlive the messengers
   auto a = make_messenger({entity_type::osd, 1}, o);
   auto b = make_messenger({entity_type::osd, 2}, o);
-  Verifier va(false), vb(false);
   constexpr std::uint64_t kCount = 50000;
   va.target = vb.target = kCount;
   a->set_default_policy(Policy::lossless_peer());
