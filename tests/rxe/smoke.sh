@@ -110,6 +110,9 @@ for attempt in $(seq 1 50); do           # the GID table fills in asynchronously
   sleep 0.2
 done
 [ -n "$gid_index" ] || fail "no RoCE v2 GID $want in $gids"
+if [ -n "${SIPHON_RXE_GID_INDEX:-}" ] && [ "$SIPHON_RXE_GID_INDEX" != "$gid_index" ]; then
+  fail "the runner exported SIPHON_RXE_GID_INDEX=$SIPHON_RXE_GID_INDEX, sysfs says $gid_index"
+fi
 log "GID index $gid_index = $want (RoCE v2)"
 ok
 
