@@ -13,6 +13,11 @@
 # line is "rxe-smoke: N passed, N failed".
 set -euo pipefail
 
+if [ "${SIPHON_RXE_GUEST:-}" != 1 ]; then
+  echo "smoke.sh runs inside the rxe guest: tests/rxe/run-in-guest -- $0" >&2
+  exit 2
+fi
+
 DEV=${SIPHON_RXE_DEV:-rxe0}
 ADDR=${SIPHON_RXE_ADDR:-192.0.2.1}
 PORT=1
@@ -46,11 +51,6 @@ ok() {
   passed=$((passed + 1))
   log "ok: $current ($((ms / 1000)).$(printf '%03d' $((ms % 1000))) s)"
 }
-
-if [ "${SIPHON_RXE_GUEST:-}" != 1 ]; then
-  echo "smoke.sh runs inside the rxe guest: tests/rxe/run-in-guest -- $0" >&2
-  exit 2
-fi
 
 # Waits until a TCP port is listening, or the server process is gone.
 wait_listen() {
@@ -97,7 +97,7 @@ want=$(printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x' "$a" "$b" "$c" "
 gids=/sys/class/infiniband/$DEV/ports/$PORT/gids
 types=/sys/class/infiniband/$DEV/ports/$PORT/gid_attrs/types
 gid_index=""
-for attempt in $(seq 1 50); do           # the GID table fills in asynchronously
+for attempt in $(seq 1 10); do           # the GID table fills in asynchronously
   for f in "$gids"/*; do
     read -r gid <"$f" || continue
     [ "$gid" = "$want" ] || continue
@@ -107,7 +107,7 @@ for attempt in $(seq 1 50); do           # the GID table fills in asynchronously
     if [ "$type" = "RoCE v2" ]; then gid_index=$i; break; fi
   done
   [ -n "$gid_index" ] && break
-  sleep 0.2
+  sleep 0.5
 done
 [ -n "$gid_index" ] || fail "no RoCE v2 GID $want in $gids"
 if [ -n "${SIPHON_RXE_GID_INDEX:-}" ] && [ "$SIPHON_RXE_GID_INDEX" != "$gid_index" ]; then
