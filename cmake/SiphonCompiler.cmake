@@ -17,8 +17,8 @@ add_library(siphon_warnings INTERFACE)
 target_compile_options(siphon_warnings INTERFACE
   -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor -Wold-style-cast
   -Wcast-align -Woverloaded-virtual -Wimplicit-fallthrough
-  # Not in tests: gtest macros trip it (false positives on GCC).
-  $<$<NOT:$<BOOL:$<TARGET_PROPERTY:SIPHON_TEST>>>:-Wnull-dereference>
+  # Not -Wnull-dereference: GCC 12 reports false positives inside Boost.Asio
+  # and gtest at -O1 and above.
   $<$<BOOL:${SIPHON_WERROR}>:-Werror>)
 
 if(SIPHON_SANITIZE STREQUAL "address")
