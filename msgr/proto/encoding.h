@@ -51,7 +51,7 @@ struct DecodeError {
   std::error_code code = errc::decode_error;
   std::string_view reason;   ///< what was wrong, e.g. "length exceeds remaining bytes"
   std::string_view field;    ///< the field being read, e.g. "sockaddr length" (may be empty)
-  std::size_t offset = 0;    ///< byte offset in the input where it was detected
+  std::size_t offset = 0;    ///< byte offset in the input of the offending field
   std::uint64_t value = 0;   ///< the offending number (a length, count, version), if any
   std::uint64_t limit = 0;   ///< what it was checked against, if any
   bool has_numbers = false;
@@ -296,6 +296,10 @@ class Decoder {
   void fail(std::string_view reason, std::string_view field = {});
   void fail(std::string_view reason, std::string_view field, std::uint64_t value,
             std::uint64_t limit);
+  /// As fail(), reporting `offset` (typically where the offending field
+  /// starts) instead of the current position.
+  void fail_at(std::size_t offset, std::string_view reason, std::string_view field,
+               std::uint64_t value, std::uint64_t limit);
 
   /// Generic entry point: decode(*this, v).
   template <class T>
@@ -325,6 +329,14 @@ struct UTime {
   std::uint32_t sec = 0;
   std::uint32_t nsec = 0;
   friend bool operator==(const UTime&, const UTime&) = default;
+  /// From nanoseconds since the epoch (seconds truncated to 32 bits, as Ceph).
+  static constexpr UTime from_nanoseconds(std::uint64_t ns) noexcept {
+    return UTime{static_cast<std::uint32_t>(ns / 1'000'000'000u),
+                 static_cast<std::uint32_t>(ns % 1'000'000'000u)};
+  }
+  constexpr std::uint64_t nanoseconds() const noexcept {
+    return std::uint64_t{sec} * 1'000'000'000u + nsec;
+  }
   /// "1796529372.000000000"
   std::string to_string() const;
 };

@@ -191,6 +191,7 @@ TEST(Decoder, StringLengthLargerThanInputIsRejectedBeforeAllocating) {
   EXPECT_EQ(d.string("id"), "");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().reason, "length exceeds remaining bytes");
+  EXPECT_EQ(d.error().offset, 0u);  // where the length field starts
   EXPECT_EQ(d.error().value, 0xffffffffu);
   EXPECT_EQ(d.error().limit, 2u);
   Decoder d2(bl);
@@ -284,6 +285,7 @@ TEST(Decoder, StructCompatNewerThanDecoderIsRejected) {
   EXPECT_EQ(d.error().reason, "struct_compat is newer than this decoder supports");
   EXPECT_EQ(d.error().value, 2u);
   EXPECT_EQ(d.error().limit, 1u);
+  EXPECT_EQ(d.error().offset, 1u);
   EXPECT_EQ(d.error().depth, 1u);
   EXPECT_EQ(d.error().context[0], "thing");
   // compat == max_v is fine.
@@ -299,6 +301,7 @@ TEST(Decoder, StructLenBeyondInputIsRejected) {
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().reason, "struct_len exceeds remaining bytes");
   EXPECT_EQ(d.error().field, "struct_len");
+  EXPECT_EQ(d.error().offset, 2u);
   EXPECT_EQ(d.error().value, 9u);
   EXPECT_EQ(d.error().limit, 4u);
 }
@@ -472,6 +475,12 @@ TEST(Uuid, ParseAndPrint) {
   Uuid back;
   d.get(back);
   EXPECT_EQ(back, *u);
+}
+
+TEST(UTime, NanosecondConversions) {
+  const UTime t = UTime::from_nanoseconds(1'796'529'372'000'000'005ull);
+  EXPECT_EQ(t, (UTime{1796529372, 5}));
+  EXPECT_EQ(t.nanoseconds(), 1'796'529'372'000'000'005ull);
 }
 
 TEST(UTime, Print) {
