@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "msgr/proto/encoding.h"
@@ -154,6 +155,45 @@ TEST(Decoder, ReadsWhatEncoderWrote) {
     EXPECT_TRUE(d.ok()) << d.error().message();
     EXPECT_EQ(d.remaining(), 0u);
   }
+}
+
+TEST(Decoder, ListPairArrayAndBigEndian) {
+  Encoder e;
+  e.put(std::list<std::int64_t>{-1, 2});
+  e.put(std::pair<std::string, std::uint32_t>{"k", 9});
+  e.put(std::array<std::uint32_t, 2>{5, 6});
+  e.put(std::array<std::uint8_t, 2>{7, 8});
+  e.be16(0x0ce4);
+  const BufferList bl = e.take();
+  Decoder d(bl);
+  std::list<std::int64_t> l;
+  std::pair<std::string, std::uint32_t> p;
+  std::array<std::uint32_t, 2> a{};
+  std::array<std::uint8_t, 2> b{};
+  d.get(l).get(p).get(a).get(b);
+  EXPECT_EQ(l, (std::list<std::int64_t>{-1, 2}));
+  EXPECT_EQ(p.first, "k");
+  EXPECT_EQ(p.second, 9u);
+  EXPECT_EQ(a, (std::array<std::uint32_t, 2>{5, 6}));
+  EXPECT_EQ(b, (std::array<std::uint8_t, 2>{7, 8}));
+  EXPECT_EQ(d.be16(), 3300);
+  EXPECT_TRUE(d.ok());
+}
+
+TEST(Decoder, FailedRawReadZeroFillsTheDestination) {
+  const BufferList bl = from_hex("01 02");
+  Decoder d(bl);
+  std::array<std::uint8_t, 4> out{9, 9, 9, 9};
+  d.raw(out.data(), out.size(), "digest");
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(out, (std::array<std::uint8_t, 4>{}));
+}
+
+TEST(Decoder, RefusesTemporaries) {
+  // The decoder reads the list in place; binding it to a temporary would
+  // dangle, so that does not compile.
+  static_assert(!std::is_constructible_v<Decoder, BufferList&&>);
+  static_assert(std::is_constructible_v<Decoder, const BufferList&>);
 }
 
 TEST(Decoder, BoolIsAnyNonZeroByte) {
