@@ -67,11 +67,15 @@ Encoder::Struct Encoder::start_struct(std::uint8_t struct_v, std::uint8_t struct
   u8(struct_compat);
   const std::size_t len_at = buf_.size();
   u32(0);  // struct_len, patched by Struct::finish()
-  return Struct(this, len_at, length());
+  return Struct(this, len_at, length(), generation_);
 }
 
 void Encoder::Struct::finish() noexcept {
   if (enc_ == nullptr) return;
+  if (enc_->generation_ != generation_) {
+    enc_ = nullptr;  // the bytes it would patch were already handed out
+    return;
+  }
   enc_->patch_u32(len_at_, static_cast<std::uint32_t>(enc_->length() - body_start_));
   enc_ = nullptr;
 }
@@ -91,6 +95,7 @@ void Encoder::append_to(BufferList& out) {
   buf_.clear();
   shared_.clear();
   shared_bytes_ = 0;
+  ++generation_;
 }
 
 BufferList Encoder::take() {

@@ -103,6 +103,9 @@ class Encoder {
   static constexpr std::size_t kShareThreshold = 512;
 
   Encoder() { buf_.reserve(128); }
+  // Open Struct guards point at their encoder: not copyable or movable.
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
 
   void u8(std::uint8_t v) { buf_.push_back(static_cast<std::byte>(v)); }
   void u16(std::uint16_t v) { put_le(v); }
@@ -138,19 +141,23 @@ class Encoder {
    public:
     Struct(const Struct&) = delete;
     Struct& operator=(const Struct&) = delete;
-    Struct(Struct&& o) noexcept : enc_(std::exchange(o.enc_, nullptr)), len_at_(o.len_at_), body_start_(o.body_start_) {}
+    Struct(Struct&& o) noexcept
+        : enc_(std::exchange(o.enc_, nullptr)), len_at_(o.len_at_), body_start_(o.body_start_),
+          generation_(o.generation_) {}
     Struct& operator=(Struct&&) = delete;
     ~Struct() { finish(); }
-    /// Patches struct_len; idempotent.
+    /// Patches struct_len; idempotent. Does nothing if the encoding was
+    /// taken (take()/append_to()) while the struct was still open.
     void finish() noexcept;
 
    private:
     friend class Encoder;
-    Struct(Encoder* enc, std::size_t len_at, std::size_t body_start) noexcept
-        : enc_(enc), len_at_(len_at), body_start_(body_start) {}
+    Struct(Encoder* enc, std::size_t len_at, std::size_t body_start, std::uint64_t gen) noexcept
+        : enc_(enc), len_at_(len_at), body_start_(body_start), generation_(gen) {}
     Encoder* enc_;
     std::size_t len_at_;      // index of struct_len in buf_
     std::size_t body_start_;  // logical length right after struct_len
+    std::uint64_t generation_;
   };
   [[nodiscard]] Struct start_struct(std::uint8_t struct_v, std::uint8_t struct_compat);
 
@@ -189,6 +196,7 @@ class Encoder {
   std::vector<std::byte> buf_;
   std::vector<Shared> shared_;
   std::size_t shared_bytes_ = 0;
+  std::uint64_t generation_ = 0;  // bumped by take()/append_to()
 };
 
 // ---------------------------------------------------------------------------

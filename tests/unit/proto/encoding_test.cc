@@ -83,6 +83,18 @@ TEST(Encoder, VersionedStructBackPatchesLength) {
             norm_hex("aa 03 02 0c000000 07000000 01 01 02000000 0500 bb"));
 }
 
+TEST(Encoder, TakingWhileAStructIsOpenNeverPatchesLaterBytes) {
+  Encoder e;
+  auto s = e.start_struct(1, 1);
+  e.u8(1);
+  const BufferList first = e.take();  // misuse: the struct is still open
+  EXPECT_EQ(to_hex(first), norm_hex("01 01 00 00 00 00 01"));
+  e.u32(0xaabbccdd);
+  e.u8(2);
+  s.finish();  // must not write into the new encoding
+  EXPECT_EQ(to_hex(e.take()), norm_hex("dd cc bb aa 02"));
+}
+
 TEST(Encoder, LargeBlobsAreSharedAndCountedInStructLength) {
   std::string big(Encoder::kShareThreshold + 100, 'z');
   BufferList blob = BufferList::copy_of(big);
