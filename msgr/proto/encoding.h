@@ -372,6 +372,7 @@ inline void encode(Encoder& e, std::int64_t v) { e.s64(v); }
 inline void encode(Encoder& e, bool v) { e.boolean(v); }
 inline void encode(Encoder& e, const std::string& v) { e.string(v); }
 inline void encode(Encoder& e, std::string_view v) { e.string(v); }
+inline void encode(Encoder& e, const char* v) { e.string(v); }
 inline void encode(Encoder& e, const BufferList& v) { e.blob(v); }
 inline void encode(Encoder& e, const UTime& v) {
   e.u32(v.sec);
