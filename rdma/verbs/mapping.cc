@@ -139,6 +139,11 @@ std::optional<CmEventType> cm_event_from_rdma(int type) noexcept {
   return std::nullopt;
 }
 
+std::string_view rdma_cm_event_name(int type) noexcept {
+  const char* s = ::rdma_event_str(static_cast<rdma_cm_event_type>(type));
+  return s != nullptr ? std::string_view(s) : std::string_view("unknown");
+}
+
 std::error_code cm_event_error(CmEventType type, int status) noexcept {
   const bool error_event = type == CmEventType::addr_error || type == CmEventType::route_error ||
                            type == CmEventType::connect_error ||

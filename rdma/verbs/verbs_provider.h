@@ -180,6 +180,8 @@ bool is_valid_transition(QpState from, QpState to) noexcept;
 // not carry (multicast join/error, address change, connect response), which
 // the provider handles itself.
 std::optional<CmEventType> cm_event_from_rdma(int rdma_cm_event_type) noexcept;
+// librdmacm's own name of an event type (rdma_event_str), for logs and tests.
+std::string_view rdma_cm_event_name(int rdma_cm_event_type) noexcept;
 // The error of an rdma_cm event's status (negative errno, or an IB CM reject
 // reason for REJECTED); empty for status 0 on non-error events.
 std::error_code cm_event_error(CmEventType type, int status) noexcept;
