@@ -240,9 +240,12 @@ class VerbsProvider final : public Provider {
       return nullptr;
     }
     std::shared_ptr<ContextRef> ctx = cm_context(want);
-    if (!ctx) {
+    if (ctx) {
+      SIPHON_LOG(rdma, 5, "verbs: opened {} through librdmacm (shared with rdma_cm ids)", want);
+    } else {
       ctx = open_context(want, ec);
       if (!ctx) return nullptr;
+      SIPHON_LOG(rdma, 5, "verbs: opened {} with ibv_open_device", want);
     }
     return VerbsDevice::open(std::move(ctx), ec);
   }
@@ -253,10 +256,12 @@ class VerbsProvider final : public Provider {
     ref->channel = ::rdma_create_event_channel();
     if (ref->channel == nullptr) {
       const int err = errno;
-      // ENODEV/ENOENT: no /dev/infiniband/rdma_cm (no rdma_ucm, or no RDMA).
-      ec = (err == ENODEV || err == ENOENT || err == ENOSYS || err == 0)
-               ? make_error_code(errc::not_supported)
-               : setup_error(err);
+      // ENODEV/ENOENT: no /dev/infiniband/rdma_cm (no rdma_ucm, or no RDMA);
+      // EPERM: librdmacm does not support the kernel's ABI. All of it means
+      // "no rdma_cm here", except running out of memory or descriptors.
+      ec = err == ENOMEM                   ? make_error_code(errc::out_of_memory)
+           : (err == EMFILE || err == ENFILE) ? make_error_code(errc::resource_exhausted)
+                                              : make_error_code(errc::not_supported);
       SIPHON_LOG(rdma, 1,
                  "verbs: rdma_cm is not available (rdma_create_event_channel: {}): load the "
                  "rdma_ucm module and check /dev/infiniband/rdma_cm, or set up QPs out of band",
