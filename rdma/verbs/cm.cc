@@ -93,10 +93,11 @@ class VerbsCmId final : public CmId {
 
   std::error_code bind(const NetAddress& addr) override {
     if (::rdma_bind_addr(id(), const_cast<sockaddr*>(addr.sockaddr_ptr())) == 0) return {};
+    const int err = errno;
     const auto ec = cm_errno();
-    SIPHON_LOG(rdma, 1,
-               "verbs: rdma_bind_addr({}) failed: {}{}", addr.to_string(), std::strerror(errno),
-               errno == ENODEV || errno == EADDRNOTAVAIL
+    SIPHON_LOG(rdma, 1, "verbs: rdma_bind_addr({}) failed: {}{}", addr.to_string(),
+               std::strerror(err),
+               err == ENODEV || err == EADDRNOTAVAIL
                    ? ": the address must belong to an RDMA device's netdev (rdma link show)"
                    : "");
     return ec;

@@ -28,6 +28,16 @@ std::string device_name(ibv_device* d) {
   return n != nullptr ? std::string(n) : std::string();
 }
 
+// The arrays rdma-core hands out, freed on every path.
+struct DeviceListFree {
+  void operator()(ibv_device** l) const noexcept { ::ibv_free_device_list(l); }
+};
+struct CmDevicesFree {
+  void operator()(ibv_context** l) const noexcept { ::rdma_free_devices(l); }
+};
+using DeviceList = std::unique_ptr<ibv_device*[], DeviceListFree>;
+using CmDevices = std::unique_ptr<ibv_context*[], CmDevicesFree>;
+
 std::error_code set_nonblocking(int fd) {
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return setup_error(errno);
@@ -216,15 +226,14 @@ class VerbsProvider final : public Provider {
     std::vector<std::string> names;
     int n = 0;
     errno = 0;
-    ibv_device** list = ::ibv_get_device_list(&n);
-    if (list == nullptr) {
+    const DeviceList list(::ibv_get_device_list(&n));
+    if (!list) {
       // ENOSYS: the kernel has no RDMA support at all (no uverbs).
       SIPHON_LOG(rdma, 5, "verbs: ibv_get_device_list found no devices: {}",
                  errno != 0 ? std::strerror(errno) : "no error reported");
       return names;
     }
     for (int i = 0; i < n; ++i) names.push_back(device_name(list[i]));
-    ::ibv_free_device_list(list);
     return names;
   }
 
@@ -277,8 +286,8 @@ class VerbsProvider final : public Provider {
   static std::shared_ptr<ContextRef> cm_context(const std::string& name) {
     int n = 0;
     errno = 0;
-    ibv_context** list = ::rdma_get_devices(&n);
-    if (list == nullptr) {
+    const CmDevices list(::rdma_get_devices(&n));
+    if (!list) {
       SIPHON_LOG(rdma, 1,
                  "verbs: rdma_cm is not available ({}); opening {} with ibv_open_device: "
                  "out-of-band QP setup works, rdma_cm connections do not (load rdma_ucm)",
@@ -289,14 +298,13 @@ class VerbsProvider final : public Provider {
     for (int i = 0; i < n && !found; ++i)
       if (list[i] != nullptr && device_name(list[i]->device) == name)
         found = std::make_shared<ContextRef>(list[i], /*owned=*/false);
-    ::rdma_free_devices(list);
     return found;
   }
 
   static std::shared_ptr<ContextRef> open_context(const std::string& name, std::error_code& ec) {
     int n = 0;
-    ibv_device** list = ::ibv_get_device_list(&n);
-    if (list == nullptr) {
+    const DeviceList list(::ibv_get_device_list(&n));
+    if (!list) {
       ec = errc::no_device;
       return nullptr;
     }
@@ -309,7 +317,6 @@ class VerbsProvider final : public Provider {
       ref->ctx = ::ibv_open_device(list[i]);
       err = errno;
     }
-    ::ibv_free_device_list(list);
     if (!ref || ref->ctx == nullptr) {
       ec = err == ENODEV ? make_error_code(errc::device_not_found) : setup_error(err);
       SIPHON_LOG(rdma, 1, "verbs: ibv_open_device({}) failed: {}", name,
