@@ -638,7 +638,7 @@ TEST_F(VerbsCm, ConnectAcceptExchangeDisconnect) {
   EXPECT_EQ(sest.id, sid.get());
   EXPECT_EQ(c.qp->state(), QpState::rts);
   EXPECT_EQ(s.qp->state(), QpState::rts);
-  EXPECT_EQ(client->peer_address(), target);
+  EXPECT_EQ(client->peer_address().to_string(), target.to_string());
   EXPECT_EQ(sid->local_address().port(), target.port());
 
   // Data both ways.
