@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -216,6 +217,11 @@ void Config::resolve(const ConfigRequest& req, Diagnostics& diags) {
       values_[index(o)] = std::move(*v);
     }
     raw_[index(o)] = text;
+    if (s.check == OptionCheck::debug_level) {
+      // Ceph stores "5" as "5/5", and $debug_ms references see that.
+      std::string ignored;
+      if (const auto level = parse_debug_level(text, ignored)) raw_[index(o)] = level->to_string();
+    }
     sources_[index(o)] = src;
   };
 
@@ -235,7 +241,7 @@ void Config::resolve(const ConfigRequest& req, Diagnostics& diags) {
       const ConfEntry* e = file_->lookup(sections_, schema(o).name);
       if (e == nullptr) continue;
       const Location value_loc{e->where.file, e->where.line, e->value_column};
-      apply(o, e->value, ValueSource{ValueSource::Kind::file, e->where, e->section}, value_loc,
+      apply(o, e->value, ValueSource{ValueSource::Kind::file, e->where, e->section, e->value_column}, value_loc,
             fmt::format("{} = {}", e->key, e->value));
     }
   }
@@ -254,10 +260,10 @@ void Config::resolve(const ConfigRequest& req, Diagnostics& diags) {
     const auto o = static_cast<Opt>(i);
     const OptionSchema& s = schema(o);
     if (s.type != OptionType::str) continue;
-    const Location where = sources_[i].where;
+    const Location where = sources_[i].value_where();
     std::vector<std::string> loops;
     std::string expanded = expand_meta(raw_[i], vars_, res, s.name, &loops);
-    for (const auto& w : loops) diags.warning(where, fmt::format("{}: {}", s.name, w));
+    for (const auto& w : loops) diags.warning(sources_[i].where, fmt::format("{}: {}", s.name, w));
     std::string error;
     if (auto v = parse_option_value(o, expanded, error)) {
       values_[i] = std::move(*v);
@@ -331,8 +337,11 @@ void Config::check_sections(const ConfigRequest& req, Diagnostics& diags) const 
 void Config::check_cross(Diagnostics& diags) const {
   const auto where = [&](Opt o) { return sources_[index(o)].where; };
   const auto later = [&](Opt a, Opt b) {
-    // The more specific source of the two (argv > env > file > default).
-    return sources_[index(a)].kind >= sources_[index(b)].kind ? a : b;
+    // The one set last: argv over env over file over default; in a file,
+    // the later line.
+    const auto& sa = sources_[index(a)];
+    const auto& sb = sources_[index(b)];
+    return std::tie(sa.kind, sa.where.line) >= std::tie(sb.kind, sb.where.line) ? a : b;
   };
   if (get<Opt::ms_bind_port_min>() > get<Opt::ms_bind_port_max>())
     diags.error(where(later(Opt::ms_bind_port_min, Opt::ms_bind_port_max)),

@@ -35,8 +35,14 @@ namespace siphon::compat {
 struct ValueSource {
   enum class Kind : unsigned char { default_value, file, env, argv };
   Kind kind = Kind::default_value;
-  Location where;       // the file line, or "CEPH_ARGS" / "command line"
+  Location where;       // the key's position in the file, or "CEPH_ARGS" / "command line"
   std::string section;  // for Kind::file
+  unsigned value_column = 0;  // for Kind::file: where the value starts
+
+  /// Where the value is: the file line and value column, else `where`.
+  Location value_where() const {
+    return kind == Kind::file ? Location{where.file, where.line, value_column} : where;
+  }
 
   /// "default", "prod.conf:12 [osd]", "CEPH_ARGS", "command line".
   std::string to_string() const;

@@ -33,6 +33,35 @@ const std::vector<std::string_view>& ceph_names() {
 
 bool is_known(std::string_view name) { return find_option(name).has_value() || is_ceph_option(name); }
 
+// The optimal-string-alignment distance, or limit + 1 as soon as it is known
+// to exceed `limit` (only a band of width 2 * limit + 1 is computed).
+std::size_t bounded_distance(std::string_view a, std::string_view b, std::size_t limit) {
+  const std::size_t n = a.size();
+  const std::size_t m = b.size();
+  if ((n > m ? n - m : m - n) > limit) return limit + 1;
+  const std::size_t inf = limit + 1;
+  std::vector<std::size_t> prev2(m + 1, inf), prev(m + 1, inf), cur(m + 1, inf);
+  for (std::size_t j = 0; j <= std::min(m, limit); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    std::fill(cur.begin(), cur.end(), inf);
+    const std::size_t lo = i > limit ? i - limit : 0;
+    const std::size_t hi = std::min(m, i + limit);
+    if (lo == 0) cur[0] = i;
+    std::size_t row_min = lo == 0 ? cur[0] : inf;
+    for (std::size_t j = std::max<std::size_t>(lo, 1); j <= hi; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      std::size_t v = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) v = std::min(v, prev2[j - 2] + 1);
+      cur[j] = std::min(v, inf);
+      row_min = std::min(row_min, cur[j]);
+    }
+    if (row_min > limit) return inf;
+    std::swap(prev2, prev);
+    std::swap(prev, cur);
+  }
+  return std::min(prev[m], inf);
+}
+
 }  // namespace
 
 bool is_ceph_option(std::string_view name) {
@@ -41,22 +70,7 @@ bool is_ceph_option(std::string_view name) {
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
-  const std::size_t n = a.size();
-  const std::size_t m = b.size();
-  std::vector<std::size_t> prev2(m + 1), prev(m + 1), cur(m + 1);
-  for (std::size_t j = 0; j <= m; ++j) prev[j] = j;
-  for (std::size_t i = 1; i <= n; ++i) {
-    cur[0] = i;
-    for (std::size_t j = 1; j <= m; ++j) {
-      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        cur[j] = std::min(cur[j], prev2[j - 2] + 1);
-    }
-    std::swap(prev2, prev);
-    std::swap(prev, cur);
-  }
-  return prev[m];
+  return bounded_distance(a, b, std::max(a.size(), b.size()));
 }
 
 std::optional<std::string> suggest_option(std::string_view name) {
@@ -64,12 +78,13 @@ std::optional<std::string> suggest_option(std::string_view name) {
   std::size_t best = limit + 1;
   std::string best_name;
   for (const auto& s : all_options()) {
-    const std::size_t d = edit_distance(name, s.name);
+    if (best == 0) break;
+    const std::size_t d = bounded_distance(name, s.name, best - 1);
     if (d < best) best = d, best_name = std::string(s.name);
   }
   for (const auto& c : ceph_names()) {
-    if (c.size() + limit < name.size() || name.size() + limit < c.size()) continue;
-    const std::size_t d = edit_distance(name, c);
+    if (best == 0) break;
+    const std::size_t d = bounded_distance(name, c, best - 1);
     if (d < best) best = d, best_name = std::string(c);
   }
   if (best > limit) return std::nullopt;

@@ -266,6 +266,11 @@ std::optional<OptionValue> parse_option_value(Opt o, std::string_view text, std:
   }
   if (s.type == OptionType::str && !run_check(s.check, std::get<std::string>(*v), error))
     return std::nullopt;
+  if (s.check == OptionCheck::debug_level) {
+    // Ceph normalises "5" to "5/5".
+    std::string ignored;
+    v = OptionValue(parse_debug_level(std::get<std::string>(*v), ignored)->to_string());
+  }
   return v;
 }
 

@@ -112,8 +112,8 @@ anything else and suggests the likely value. `ms_async_rdma_type` is the link ty
 ## Options
 
 Origin *Ceph* is an option Ceph has, with Ceph 16.2's default; *Siphon* is an extension Ceph does
-not know (Ceph ignores it). "Siphon:" notes say where Siphon's behaviour differs. Limits marked
-(Siphon) are checked by Siphon only.
+not know (Ceph ignores it). "Siphon vs Ceph" notes say where Siphon's behaviour differs. Limits
+marked (Siphon) are checked by Siphon only.
 
 | Option | Type | Default | Accepted | Level | Origin | Description |
 |---|---|---|---|---|---|---|
@@ -123,6 +123,8 @@ std::string cell(std::string_view text) {
   std::string out;
   for (char c : text) {
     if (c == '|') out += "\\|";
+    else if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
     else if (c == '\n') out += ' ';
     else out += c;
   }
@@ -143,10 +145,11 @@ std::string schema_markdown() {
     if (s.siphon_limits && (!s.min_text.empty() || !s.max_text.empty() || !s.enum_values.empty()))
       accepted += " (Siphon)";
     std::string desc(s.description);
-    if (!s.note.empty()) desc += fmt::format(" Siphon: {}", s.note);
+    if (!s.note.empty()) desc += fmt::format(" **Siphon vs Ceph:** {}", s.note);
     out += fmt::format("| `{}` | {} | {} | {} | {} | {} | {} |\n", s.name, to_string(s.type), cell(def),
                        cell(accepted), to_string(s.level),
                        s.origin == OptionOrigin::ceph ? "Ceph" : "**Siphon**", cell(desc));
+    // (cell() escapes '|', '<' and '>', which a table cell cannot hold.)
   }
   return out;
 }

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -308,8 +309,10 @@ std::optional<EntityAddr> parse_addr(std::string_view text, std::string& error) 
       host = std::string(rest.substr(0, n4));
       rest.remove_prefix(n4);
     } else {
+      // A bare IPv6 address (no port) has at least two colons.
       const std::size_t n6 = std::min(rest.find_first_of("/[]"), rest.size());
-      if (rest.substr(0, n6).find(':') == std::string_view::npos) {
+      const std::string_view cand = rest.substr(0, n6);
+      if (std::count(cand.begin(), cand.end(), ':') < 2) {
         return bad(n4 == 0 && !rest.empty() && std::isalpha(static_cast<unsigned char>(rest.front()))
                        ? "host names are not resolved here; give an IP address"
                        : "not an IPv4 or IPv6 address");

@@ -1,4 +1,5 @@
-# cmake -DSIPHON_CONF=<siphon-conf> -DDOC=<docs/configuration.md> -DMODE=check|update -P doc_sync.cmake
+# cmake -DSIPHON_CONF=<siphon-conf> -DDOC=<docs/configuration.md> -DMODE=check|update
+#       [-DGENERATED=<where to leave the generated text when stale>] -P doc_sync.cmake
 execute_process(COMMAND ${SIPHON_CONF} --dump-schema-markdown
                 OUTPUT_VARIABLE generated RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
@@ -14,9 +15,12 @@ if(NOT EXISTS "${DOC}")
 endif()
 file(READ "${DOC}" committed)
 if(NOT committed STREQUAL generated)
-  file(WRITE "${DOC}.generated" "${generated}")
+  if(NOT GENERATED)
+    set(GENERATED "${DOC}.generated")
+  endif()
+  file(WRITE "${GENERATED}" "${generated}")
   message(FATAL_ERROR "${DOC} is out of date with compat/options.def: run "
           "`cmake --build <build> --target update-configuration-doc` and commit it "
-          "(the generated text is in ${DOC}.generated; diff them to see what changed)")
+          "(the generated text is in ${GENERATED}; diff them to see what changed)")
 endif()
 message(STATUS "${DOC} is in sync with the option schema")

@@ -34,6 +34,7 @@ ACTIONS
                           exit 1 if there is an error
   -L, --list-all-sections list the file's sections
   --dump-schema-markdown  print docs/configuration.md (the option table)
+  --list-options          one line per option: name, type, origin, level
   -h, --help              this text
 
 FLAGS
@@ -46,10 +47,12 @@ FLAGS
   CEPH_ARGS and CEPH_CONF are read from the environment, as Ceph does.
 
 EXIT STATUS
-  0 success; 1 not found, an error in the file, or bad arguments.
+  0 success; 1 not found, an error in the configuration, or bad arguments.
 )";
 
-enum class Action { none, lookup, show_config, show_config_value, check, list_sections, dump_schema, help };
+enum class Action {
+  none, lookup, show_config, show_config_value, check, list_sections, dump_schema, list_options, help
+};
 
 // Ceph's argument spelling: dashes after the first two characters are
 // underscores, up to '='.
@@ -114,6 +117,8 @@ int run(const std::vector<std::string>& args) {
       action = Action::list_sections;
     } else if (flag == "--dump_schema_markdown") {
       action = Action::dump_schema;
+    } else if (flag == "--list_options") {
+      action = Action::list_options;
     } else if (flag == "-h" || flag == "--help") {
       action = Action::help;
     } else if (flag == "-s" || flag == "--section") {
@@ -134,6 +139,12 @@ int run(const std::vector<std::string>& args) {
   }
   if (action == Action::dump_schema) {
     std::fputs(schema_markdown().c_str(), stdout);
+    return 0;
+  }
+  if (action == Action::list_options) {
+    for (const auto& s : all_options())
+      std::printf("%s\t%s\t%s\t%s\n", std::string(s.name).c_str(), std::string(to_string(s.type)).c_str(),
+                  std::string(to_string(s.origin)).c_str(), std::string(to_string(s.level)).c_str());
     return 0;
   }
 
@@ -178,8 +189,10 @@ int run(const std::vector<std::string>& args) {
         std::fprintf(stderr, "siphon-conf: '%s' is not an option Siphon uses\n", key.c_str());
         return 1;
       }
+      // The value in force (the default when the file's is invalid, as in
+      // Ceph); exit 1 when the configuration has errors.
       std::printf("%s\n", cfg.value_string(*o).c_str());
-      return 0;
+      return diags.has_errors() ? 1 : 0;
     }
     case Action::show_config: {
       print_diagnostics(diags, Severity::warning);
@@ -209,6 +222,7 @@ int run(const std::vector<std::string>& args) {
     }
     case Action::none:
     case Action::dump_schema:
+    case Action::list_options:
     case Action::help:
       break;
   }
