@@ -36,7 +36,7 @@ void load_everything(std::string_view text) {
     EXPECT_FALSE(diag.message.empty());
     EXPECT_EQ(diag.where.file, "fuzz.conf");
   }
-  for (const char* name : {"client.admin", "osd.1"}) {
+  for (const char* name : {"osd.1"}) {
     ConfigRequest req;
     std::string error;
     req.name = *EntityName::parse(name, error);
