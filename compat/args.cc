@@ -76,8 +76,12 @@ void parse_args(std::span<const std::string> args, std::string_view origin, Pars
     if (flag == "-n" || flag == "--name") {
       if (!take_value(value)) continue;
       std::string error;
-      if (auto n = EntityName::parse(value, error)) out.name = *n;
-      else diags.error(where, error);
+      if (auto n = EntityName::parse(value, error)) {
+        out.name = *n;
+        out.id.reset();  // a later --name replaces an earlier --id
+      } else {
+        diags.error(where, error);
+      }
       continue;
     }
     if (flag == "-i" || flag == "--id" || flag == "--user") {

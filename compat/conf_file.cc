@@ -95,6 +95,10 @@ class ConfParser {
     if (!s_.empty() && s_.back() != '\n' && s_.back() != '\r')
       diags_.warning(Location{out_.path_, line_, 0},
                      "no newline at the end of the file (Ceph rejects such a file)");
+    else if (ends_in_continuation_)
+      diags_.warning(Location{out_.path_, line_ - 1, 0},
+                     "the file ends with a continuation backslash, so its last line has no end "
+                     "(Ceph rejects such a file)");
   }
 
  private:
@@ -117,6 +121,7 @@ class ConfParser {
   void skip_continuation() noexcept {
     ++i_;  // the backslash
     newline();
+    if (eof()) ends_in_continuation_ = true;
   }
   void skip_to_eol() noexcept {
     while (!eof() && !at_eol()) next();
@@ -172,12 +177,13 @@ class ConfParser {
       parse_header();
       return;
     }
-    const unsigned first_line = line_;
+    // Blanks before a '[' make it an indented header (an error, as in Ceph);
+    // a line holding only a continuation backslash does not.
     bool indented = false;
     for (;;) {
       const std::size_t before = i_;
       skip_blanks();
-      indented = indented || i_ != before || line_ != first_line;
+      indented = indented || i_ != before;
       if (!continuation_here()) break;
       skip_continuation();
     }
@@ -411,6 +417,7 @@ class ConfParser {
   std::string section_;
   bool in_section_ = false;
   bool warned_outside_ = false;
+  bool ends_in_continuation_ = false;
 };
 
 ConfFile ConfFile::parse(std::string_view text, std::string path, Diagnostics& diags) {

@@ -56,8 +56,9 @@ read), else `$CEPH_CONF`, else the first of `/etc/ceph/$cluster.conf`, `~/.ceph/
 | `$` expansion, below, happens when a value is used, not when the file is read. | |
 
 Siphon also accepts, each with a warning: a UTF-8 byte-order mark (Ceph 16's `ceph-conf` aborts
-on it), a missing newline at the end of the file, and keys before the first section header (put in
-`[global]`; Ceph accepts only a file made of that single line). Ceph 16 aborts on non-ASCII text
+on it), a missing newline at the end of the file (also when the last line ends with a continuation
+backslash), and keys before the first section header (put in `[global]`; Ceph accepts only a file
+made of that single line). Ceph 16 aborts on non-ASCII text
 in a value; Siphon reads it. Every syntax error names the file, line and column; Ceph rejects a
 file with any syntax error, and so does Siphon (after reporting all of them).
 

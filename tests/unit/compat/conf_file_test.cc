@@ -120,6 +120,15 @@ TEST(ConfFile, ContinuationLines) {
   EXPECT_EQ(c->where.line, 7u);
 }
 
+TEST(ConfFile, AContinuationLineBeforeAHeader) {
+  Diagnostics d;
+  const ConfFile f = ConfFile::parse(test::read_corpus("continuation-edge.conf"), "c.conf", d);
+  ASSERT_TRUE(f.ok()) << d.to_string();
+  EXPECT_EQ(value_of(f, "global", "a"), "1");
+  EXPECT_EQ(value_of(f, "osd", "a"), "2");
+  EXPECT_EQ(value_of(f, "osd", "b"), "3");
+}
+
 TEST(ConfFile, SectionNamesAreNotTrimmedAndMayEscape) {
   Diagnostics d;
   const ConfFile f = parse_ok("[ global ]\na = 1\n[os\\]d]\nb = 2\n", d);
@@ -158,6 +167,13 @@ TEST(ConfFile, SiphonToleratesWhatCephRejectsWithAWarning) {
     EXPECT_TRUE(f.ok());
     EXPECT_EQ(value_of(f, "global", "ms_type"), "async+rdma");
     EXPECT_TRUE(has_diag(d, Severity::warning, 2, 0, "no newline at the end"));
+  }
+  {
+    Diagnostics d;
+    const ConfFile f = ConfFile::parse(test::read_corpus("siphon-only/final-continuation.conf"), "f.conf", d);
+    EXPECT_TRUE(f.ok());
+    EXPECT_EQ(value_of(f, "global", "ms_type"), "async+rdma");
+    EXPECT_TRUE(has_diag(d, Severity::warning, 2, 0, "ends with a continuation backslash"));
   }
   {
     Diagnostics d;
@@ -218,7 +234,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Malformed{"comment-in-quotes.conf", 2, 22, "inside a quoted value starts a comment"},
                       Malformed{"empty-section.conf", 1, 1, "empty section name"},
                       Malformed{"invalid-utf8.conf", 2, 16, "invalid UTF-8 (byte 0xff)"},
-                      Malformed{"empty-key.conf", 2, 1, "missing option name before '='"}),
+                      Malformed{"empty-key.conf", 2, 1, "missing option name before '='"},
+                      Malformed{"indented-continued-header.conf", 4, 1, "must start in the first column"}),
     [](const auto& param_info) {
       std::string n = param_info.param.file;
       n = n.substr(0, n.find('.'));

@@ -318,6 +318,17 @@ TEST(Config, FromArgsFollowsCephsCommandLine) {
   EXPECT_EQ(cfg.source(Opt::ms_type).kind, ValueSource::Kind::env);
 }
 
+TEST(Config, NameAndIdInOrder) {
+  Diagnostics d;
+  const std::vector<std::string> a{"--id", "x", "-n", "osd.1"};
+  EXPECT_EQ(ConfigRequest::from_args(a, nullptr, nullptr, d).name.to_string(), "osd.1");
+  const std::vector<std::string> b{"-n", "osd.1", "--id", "x"};
+  EXPECT_EQ(ConfigRequest::from_args(b, nullptr, nullptr, d).name.to_string(), "osd.x");
+  const std::vector<std::string> c{"--id", "bob"};
+  EXPECT_EQ(ConfigRequest::from_args(c, "-n osd.1", nullptr, d).name.to_string(), "osd.bob");
+  EXPECT_FALSE(d.has_errors());
+}
+
 TEST(Config, FromArgsErrors) {
   Diagnostics d;
   const std::vector<std::string> args{"-n", "foo", "--ms_crc_data=yes", "--no-ms_crc_data=1", "--ms_type"};
