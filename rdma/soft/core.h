@@ -26,6 +26,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "msgr/base/address.h"
@@ -157,6 +158,7 @@ class Engine {
 
   std::vector<Link*> tx_pending_;
   std::vector<std::unique_ptr<Handler>> retired_;
+  std::unordered_set<Handler*> handlers_;  // registered and not yet retired
 };
 
 // ------------------------------------------------------------- memory
@@ -260,7 +262,7 @@ class RecvRing {
 };
 
 struct SrqCore {
-  SrqCore(std::uint32_t cap, std::uint32_t max_sge, std::uint32_t pd) : ring(cap, max_sge), pd(pd) {}
+  SrqCore(std::uint32_t cap, std::uint32_t max_sge, std::uint32_t pd_id) : ring(cap, max_sge), pd(pd_id) {}
   RecvRing ring;
   std::uint32_t pd;
   Rng rng;
@@ -269,6 +271,7 @@ struct SrqCore {
 // ------------------------------------------------------------- devices
 
 struct Fabric;
+struct QpnBlock;
 
 struct DeviceCore {
   DeviceCore(Fabric& fabric, unsigned index, const SoftOptions& o);
@@ -525,6 +528,7 @@ class QpCore final : public TimerClient {
   std::atomic<QpCore*> next_doorbell{nullptr};
   std::atomic<bool> doorbell_pending{false};
   QpcAttr attr;  // engine
+  bool destroyed = false;
 
  private:
   void set_state(QpState s) noexcept { state_.store(s, std::memory_order_release); }
@@ -613,15 +617,14 @@ class QpCore final : public TimerClient {
 // ------------------------------------------------------------- CM
 
 class CmChannelCore;
-class CmIdImpl;
 
-// The connection-manager state of one id, engine-owned (see cm.cc for the
-// state diagram).
+// The connection-manager state of one id, engine-owned (state diagram in
+// cm.cc). The public id (CmIdImpl) owns it; events point at the public id.
 class CmCore final : public TimerClient {
  public:
   enum class St : std::uint8_t {
-    idle, bound, listening, addr_query, addr_resolved, route_resolved, connecting, req_sent,
-    req_received, rep_sent, established, disconnecting, disconnected, rejected, failed,
+    idle, bound, listening, addr_resolved, route_resolved, req_sent, req_wait, req_received,
+    rep_sent, established, disconnecting, disconnected, rejected, failed,
   };
   CmCore(std::shared_ptr<Fabric> fabric, std::shared_ptr<CmChannelCore> channel);
   ~CmCore() override;
@@ -634,16 +637,26 @@ class CmCore final : public TimerClient {
 
   std::shared_ptr<Fabric> fabric;
   std::shared_ptr<CmChannelCore> channel;
-  CmIdImpl* handle = nullptr;  // the public id (events point at it)
+  CmId* handle = nullptr;  // the public id (nullptr once destroyed)
   St st = St::idle;
   NetAddress local, peer;
   DeviceCore* dev = nullptr;
   std::shared_ptr<QpCore> qp;
-  ConnParam my_param, peer_param;
+  ConnParam my_param;
   wire::CmConnect peer_conn{};
+  std::uint32_t start_psn = 0;
   Link* link = nullptr;
-  class Listener* listener = nullptr;
+  Listener* listener = nullptr;
+  std::vector<std::shared_ptr<CmCore>> pending;  // listening: accepted, REQ not yet in
+  CmCore* parent = nullptr;                      // req_wait: the listening core
   TimePoint deadline{};
+
+  void emit(CmEventType type, std::error_code status = {},
+            std::span<const std::uint8_t> private_data = {}, std::size_t pad_to = 0);
+  void on_req(const wire::Header& h, std::span<const std::uint8_t> payload);
+  void on_rep(std::span<const std::uint8_t> payload);
+  void drop_link();
+  wire::CmConnect my_conn() const;
 };
 
 }  // namespace siphon::rdma::soft::detail

@@ -118,6 +118,7 @@ std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events) noexcep
   ev.events = events;
   ev.data.ptr = h;
   if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
+  handlers_.insert(h);
   return {};
 }
 
@@ -125,6 +126,7 @@ void Engine::del_fd(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nul
 
 void Engine::retire(std::unique_ptr<Handler> h) {
   h->retired = true;
+  handlers_.erase(h.get());
   retired_.push_back(std::move(h));
 }
 
@@ -247,10 +249,13 @@ void Engine::run() {
       if (!h->retired) h->on_io(events[i].events);
     }
   }
-  // Shutdown: run what is queued so no caller waits forever.
+  // Shutdown: run what is queued so no caller waits forever, then free every
+  // link and listener still registered.
   run_commands();
   for (auto& h : retired_) h.reset();
   retired_.clear();
+  for (Handler* h : handlers_) delete h;
+  handlers_.clear();
 }
 
 // ------------------------------------------------------------- MrTable

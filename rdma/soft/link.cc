@@ -99,8 +99,8 @@ NetAddress sock_name(int fd, bool peer) noexcept {
 
 // ------------------------------------------------------------- Listener
 
-Listener::Listener(Engine& e, int fd, std::function<void(int)> on_accept)
-    : engine(e), fd(fd), on_accept_(std::move(on_accept)) {}
+Listener::Listener(Engine& e, int f, std::function<void(int)> on_accept)
+    : engine(e), fd(f), on_accept_(std::move(on_accept)) {}
 
 Listener::~Listener() {
   if (fd >= 0) ::close(fd);

@@ -413,6 +413,10 @@ class ProviderImpl final : public Provider {
 
 }  // namespace
 
+std::unique_ptr<Device> open_device_handle(std::shared_ptr<Fabric> fabric, DeviceCore& dev) {
+  return std::make_unique<DeviceImpl>(std::move(fabric), dev);
+}
+
 DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id) {
   auto* p = dynamic_cast<PdImpl*>(&pd);
   if (p == nullptr) return nullptr;

@@ -48,6 +48,8 @@ std::shared_ptr<detail::QpCore> create_qp_core(const std::shared_ptr<detail::Fab
                                                const QpInit& init, std::error_code& ec);
 // The soft device and PD id behind `pd` (nullptr when it is not a soft PD).
 detail::DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id);
+std::unique_ptr<Device> open_device_handle(std::shared_ptr<detail::Fabric> fabric,
+                                           detail::DeviceCore& dev);
 std::unique_ptr<EventChannel> make_event_channel(std::shared_ptr<detail::Fabric> fabric,
                                                  std::error_code& ec);
 

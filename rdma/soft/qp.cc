@@ -128,6 +128,7 @@ void QpCore::register_qpn(std::error_code& ec) {
 }
 
 void QpCore::destroy() {
+  destroyed = true;
   Engine& engine = *dev.fabric.engine;
   engine.drain_doorbells();  // no stale pointer to us stays in the doorbell stack
   for (auto& b : dev.blocks)

@@ -4,6 +4,8 @@
 // validation, placement, responses in order). Engine-side functions run on
 // the engine thread only; nothing here allocates, and the only lock is the
 // MR table's, held while registered memory is copied.
+#include <net/if.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -314,7 +316,7 @@ void QpCore::fill_requests(Link& link) {
     }
     const Sge* sges = &sq_sges_[slot * std::max<std::uint32_t>(caps.max_send_sge, 1)];
     if ((s.flags & kInline) == 0) {
-      const std::uint32_t need = s.op == Opcode::rdma_read ? kLocalWrite : 0;
+      const std::uint32_t need = s.op == Opcode::rdma_read ? std::uint32_t{kLocalWrite} : 0u;
       bool ok = true;
       {
         std::lock_guard lk(dev.mrs.mu);
