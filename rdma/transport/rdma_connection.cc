@@ -22,7 +22,9 @@ namespace siphon::rdma {
 
 RdmaConnection::RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::unique_ptr<CmId> id,
                                bool client, NetAddress peer)
-    : shared_(shared),
+    : keep_shared_(shared.shared_from_this()),
+      keep_worker_(worker.shared_from_this()),
+      shared_(shared),
       worker_(worker),
       id_(std::move(id)),
       client_(client),
@@ -119,11 +121,13 @@ ConnParam conn_param(const RdmaShared& s, const ConnectInfo& info) {
 }
 
 void RdmaConnection::begin_connect() {
+  SIPHON_LOG(rdma, 10, "connecting to {}", peer_.to_string());
   if (const auto ec = id_->resolve_addr(nullptr, peer_, static_cast<int>(shared_.opts.cm_timeout.count())))
     fail_setup(ec, "cannot resolve the address");
 }
 
 void RdmaConnection::on_cm_event(CmEvent& ev) {
+  SIPHON_LOG(rdma, 10, "{}: cm event {} in state {}", peer_.to_string(), to_string(ev.type), static_cast<int>(state_));
   if (state_ == State::closed) return;
   switch (ev.type) {
     case CmEventType::addr_resolved:

@@ -48,7 +48,7 @@ class PdRegistrar final : public Registrar {
   std::uint64_t next_id_ = 1;
 };
 
-struct RdmaShared {
+struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   RdmaOptions opts;
   Provider& provider;
   RdmaCounters counters;
@@ -110,7 +110,11 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
 
  private:
   void poll_loop();
+  std::size_t poll_batch();
+  void start_polling();
   void wait_cq();
+  std::size_t drain_cm();
+  void sweep_cm();
   void wait_cm();
   void on_cm_readable();
 
@@ -123,12 +127,15 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
+  std::unique_ptr<boost::asio::steady_timer> cm_sweep_;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
   std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;
   std::atomic<std::size_t> load_{0};
   std::atomic<std::uint32_t> cq_reserved_{0};
   std::uint32_t cq_capacity_ = 0;
   bool polling_ = false;
+  bool cq_wait_pending_ = false;
+  bool cm_wait_pending_ = false;
   bool stopped_ = false;
   MonoClock::time_point idle_since_{};
 };
@@ -224,6 +231,11 @@ class RdmaConnection final : public transport::Connection {
   WrCtx* new_ctx(WrCtx::Kind kind);
   void free_ctx(WrCtx* ctx) noexcept;
 
+  // A ConnectionRef may outlive the stack: these keep the PD, pools, CQ and
+  // device alive until the last connection is gone. (The cycle through the
+  // workers' connection maps is broken by RdmaStack::stop().)
+  std::shared_ptr<RdmaShared> keep_shared_;
+  std::shared_ptr<RdmaWorker> keep_worker_;
   RdmaShared& shared_;
   RdmaWorker& worker_;
   std::unique_ptr<CmId> id_;

@@ -191,20 +191,55 @@ void RdmaStack::connect(const NetAddress& peer, transport::Worker& w, transport:
 
 void RdmaWorker::serve_cm() {
   cm_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(shared_.channel->fd()));
+  cm_sweep_ = std::make_unique<boost::asio::steady_timer>(io_);
   wait_cm();
+  sweep_cm();
 }
 
+// A slow sweep of the CM channel besides the fd wait: connection management
+// is rare, so a 100 ms poll costs nothing, and it keeps a provider whose
+// channel fd misses an edge from stalling connection setup forever.
+void RdmaWorker::sweep_cm() {
+  cm_sweep_->expires_after(std::chrono::milliseconds(100));
+  cm_sweep_->async_wait([this](const boost::system::error_code& e) {
+    if (e || stopped_) return;
+    if (drain_cm() > 0) SIPHON_LOG(rdma, 5, "worker {}: CM events found by the sweep, not the fd", index_);
+    sweep_cm();
+  });
+}
+
+// The wait is queued before the channel is drained (see wait_cq in
+// rdma_worker.cc): with edge-triggered descriptors an event arriving between
+// the drain and the wait would otherwise be lost.
 void RdmaWorker::wait_cm() {
-  cm_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& e) {
-                       if (!e) self->on_cm_readable();
-                     });
+  if (stopped_) return;
+  if (!cm_wait_pending_) {
+    cm_wait_pending_ = true;
+    cm_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [this](const boost::system::error_code& e) {
+                         cm_wait_pending_ = false;
+                         SIPHON_LOG(rdma, 20, "worker {}: CM channel readable ({})", index_, e.message());
+                         if (!e && !stopped_) on_cm_readable();
+                       });
+  }
+  boost::asio::post(io_, [this] {
+    if (!stopped_) drain_cm();
+  });
 }
 
 void RdmaWorker::on_cm_readable() {
+  drain_cm();
+  wait_cm();
+}
+
+std::size_t RdmaWorker::drain_cm() {
+  std::size_t drained = 0;
+  SIPHON_LOG(rdma, 20, "worker {}: draining the CM channel", index_);
   RdmaShared& s = shared_;
   CmEvent ev;
   while (s.channel->get_event(ev)) {
+    ++drained;
+    SIPHON_LOG(rdma, 10, "cm event {} on id {}", to_string(ev.type), static_cast<void*>(ev.id));
     auto event = std::make_shared<CmEvent>(std::move(ev));
     ev = CmEvent{};
     if (event->type == CmEventType::connect_request) {
@@ -254,7 +289,7 @@ void RdmaWorker::on_cm_readable() {
     if (!conn) continue;  // the connection is gone; nothing to do
     conn->worker().post([conn, event] { conn->on_cm_event(*event); });
   }
-  if (!stopped_) wait_cm();
+  return drained;
 }
 
 }  // namespace siphon::rdma

@@ -37,6 +37,7 @@ RdmaWorker::~RdmaWorker() {
   conns_.clear();
   cq_fd_.reset();
   cm_fd_.reset();
+  cm_sweep_.reset();
   // Caches go back to their pools before the pools go away.
   send_cache_.reset();
   recv_cache_.reset();
@@ -64,12 +65,20 @@ void RdmaWorker::stop_and_join() {
     stopped_ = true;
     if (cq_fd_) cq_fd_->cancel();
     if (cm_fd_) cm_fd_->cancel();
+    if (cm_sweep_) cm_sweep_->cancel();
     guard_.reset();
     io_.stop();
   });
   thread_.join();
-  if (load_.load() > 0)
-    SIPHON_LOG(rdma, 1, "worker {}: {} connections still draining at shutdown", index_, load_.load());
+  // Run what is still queued (cancelled waits, posted closes) while every
+  // member is alive, then drop the connections: QPs go before the CQ.
+  io_.restart();
+  io_.poll();
+  if (!conns_.empty())
+    SIPHON_LOG(rdma, 1, "worker {}: {} connections still draining at shutdown; destroying them", index_,
+               conns_.size());
+  conns_.clear();
+  load_.store(0);
 }
 
 void RdmaWorker::add(const std::shared_ptr<RdmaConnection>& c) {
@@ -97,25 +106,36 @@ void RdmaWorker::close_all() {
   for (auto& c : all) c->close();
 }
 
+// Asio registers descriptors edge-triggered: a readiness edge that happens
+// while no wait is queued is lost. So the wait is always queued *before* the
+// CQ is armed (or the CM channel drained), and the state is checked again
+// after that; an event can then only arrive while a wait is pending.
 void RdmaWorker::wait_cq() {
   if (stopped_) return;
-  if (const auto ec = cq_->arm()) {
-    SIPHON_LOG(rdma, 0, "worker {}: arming the completion queue failed: {}", index_, ec.message());
+  if (!cq_wait_pending_) {
+    cq_wait_pending_ = true;
+    cq_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [this](const boost::system::error_code& e) {
+                         cq_wait_pending_ = false;
+                         if (e || stopped_) return;
+                         cq_->consume_events();
+                         start_polling();
+                       });
   }
-  // A completion that arrived before arming raises no event: poll once more.
-  poll_loop();
-  if (polling_ || stopped_) return;
-  cq_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     [self = shared_from_this()](const boost::system::error_code& e) {
-                       if (e || self->stopped_) return;
-                       self->cq_->consume_events();
-                       self->idle_since_ = MonoClock::now();
-                       self->polling_ = true;
-                       self->poll_loop();
-                     });
+  if (const auto ec = cq_->arm())
+    SIPHON_LOG(rdma, 0, "worker {}: arming the completion queue failed: {}", index_, ec.message());
+  // Completions that arrived before arming raise no event: poll once more.
+  if (poll_batch() > 0) start_polling();
 }
 
-void RdmaWorker::poll_loop() {
+void RdmaWorker::start_polling() {
+  if (polling_) return;
+  polling_ = true;
+  idle_since_ = MonoClock::now();
+  poll_loop();
+}
+
+std::size_t RdmaWorker::poll_batch() {
   std::array<Wc, 32> wcs;
   const std::size_t n = cq_->poll(wcs);
   for (std::size_t i = 0; i < n; ++i) {
@@ -124,20 +144,22 @@ void RdmaWorker::poll_loop() {
     std::shared_ptr<RdmaConnection> c = it->second;
     c->on_completion(wcs[i]);
   }
+  return n;
+}
+
+void RdmaWorker::poll_loop() {
+  if (stopped_) return;
+  const std::size_t n = poll_batch();
   const auto now = MonoClock::now();
-  if (!polling_) {  // the single re-poll of wait_cq()
-    if (n == 0) return;
-    polling_ = true;
-  }
   if (n > 0) idle_since_ = now;
   if (n == 0 && now - idle_since_ >= shared_.opts.polling) {
     polling_ = false;
     wait_cq();
     return;
   }
-  boost::asio::post(io_, [self = shared_from_this()] {
-    if (!self->stopped_) self->poll_loop();
-  });
+  // The worker outlives its io_context's handlers (the thread is joined and
+  // the queue drained before it is destroyed), so `this` is safe here.
+  boost::asio::post(io_, [this] { poll_loop(); });
 }
 
 }  // namespace siphon::rdma
