@@ -399,11 +399,19 @@ void QpCore::on_response(Link& link, const wire::Header& h) {
     return;
   }
   if (!ok) return;
-  acked_ = std::max(acked_, idx);  // a NAK acknowledges everything before it
-  retire_acked();
-  if (state() == QpState::err) return;
+  const auto code = static_cast<wire::NakCode>(h.code);
+  if (code == wire::NakCode::not_ready) {
+    // The responder answers every request it cannot take with not_ready, so
+    // only the one for the oldest outstanding WR counts; it acknowledges
+    // nothing (a hardware responder would have dropped them all).
+    if (idx != done_ || rewind_pending_) return;
+  } else {
+    acked_ = std::max(acked_, idx);  // a NAK acknowledges everything before it
+    retire_acked();
+    if (state() == QpState::err) return;
+  }
   Engine& e = *dev.fabric.engine;
-  switch (static_cast<wire::NakCode>(h.code)) {
+  switch (code) {
     case wire::NakCode::rnr:
       if (attr.rnr_retry != 7) {
         if (rnr_left_ == 0) {
