@@ -214,6 +214,25 @@ void Rdma_WriteAndReadAreByteExact::a(Side& s) {
   for (std::size_t i = 200000; i < 300000; ++i) ASSERT_EQ(dst.bytes[i], 0) << i;
   for (std::size_t i = 0; i < 324288; ++i)
     ASSERT_EQ(dst.bytes[300000 + i], pattern(600000 + i, 5)) << i;
+  // More READs than max_rd_atomic (1 here) in one post: they queue and all
+  // complete, in order.
+  std::vector<SendWr> reads(16, r);
+  std::vector<Sge> rs(16);
+  for (int i = 0; i < 16; ++i) {
+    rs[i] = dst.sge(700000 + i * 1000, 1000);
+    reads[i].wr_id = 100 + i;
+    reads[i].sg_list = &rs[i];
+    reads[i].num_sge = 1;
+    reads[i].remote_addr = rm.addr + 500000 + i * 1000;
+  }
+  ASSERT_FALSE(rc.qp->post_send(reads, nullptr));
+  got = poll_n(*rc.scq, 16);
+  ASSERT_EQ(got.size(), 16u);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(got[i].wr_id, 100u + i);
+    EXPECT_EQ(got[i].status, WcStatus::success) << describe(got[i]);
+  }
+  for (std::size_t i = 0; i < 16000; ++i) ASSERT_EQ(dst.bytes[700000 + i], pattern(500000 + i, 5)) << i;
   ASSERT_TRUE(s.oob->sync());
 }
 void Rdma_WriteAndReadAreByteExact::b(Side& s) {
