@@ -233,6 +233,13 @@ void Rdma_WriteAndReadAreByteExact::a(Side& s) {
     EXPECT_EQ(got[i].status, WcStatus::success) << describe(got[i]);
   }
   for (std::size_t i = 0; i < 16000; ++i) ASSERT_EQ(dst.bytes[700000 + i], pattern(500000 + i, 5)) << i;
+  // B learns that the WRITE landed the RDMA way: from a later SEND (RC
+  // delivers in order), not from the side channel.
+  SendWr note;
+  note.wr_id = 3;
+  note.flags = kSignaled;
+  ASSERT_FALSE(rc.qp->post_send({&note, 1}, nullptr));
+  ASSERT_EQ(poll_n(*rc.scq, 1).size(), 1u);
   ASSERT_TRUE(s.oob->sync());
 }
 void Rdma_WriteAndReadAreByteExact::b(Side& s) {
@@ -240,7 +247,12 @@ void Rdma_WriteAndReadAreByteExact::b(Side& s) {
   ASSERT_TRUE(rc.qp);
   Buffer region = make_buffer(*s.pd, kRegion, kLocalWrite | kRemoteWrite | kRemoteRead);
   for (std::size_t i = 400000; i < kRegion; ++i) region.bytes[i] = pattern(i, 5);
+  RecvWr note{9, nullptr, 0};
+  ASSERT_FALSE(rc.qp->post_recv({&note, 1}, nullptr));
   ASSERT_TRUE(s.oob->send(RemoteMr{region.addr(), region.mr->rkey(), kRegion}));
+  auto got = poll_n(*rc.rcq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 9u);
   ASSERT_TRUE(s.oob->sync());
   for (std::size_t i = 0; i < 1000; ++i) ASSERT_EQ(region.bytes[i], 0) << i;
   for (std::size_t i = 0; i < 300000; ++i) ASSERT_EQ(region.bytes[1000 + i], pattern(i, 3)) << i;
