@@ -135,7 +135,21 @@ TEST(SoftMemory, TenMillionOperationsDoNotGrowRss) {
               "peak %ld KiB (tolerance %ld KiB)\n",
               static_cast<unsigned long long>(ops), secs, ops / secs, rss_warm, rss_peak,
               kToleranceKib);
+#if defined(__SANITIZE_ADDRESS__)
+#define SIPHON_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIPHON_ASAN 1
+#endif
+#endif
+#ifdef SIPHON_ASAN
+  // ASan's quarantine and shadow pages grow the resident set by design;
+  // LeakSanitizer checks for leaks in this build instead.
+  GTEST_SKIP() << "RSS bound not checked under AddressSanitizer (growth "
+               << rss_peak - rss_warm << " KiB)";
+#else
   EXPECT_LE(rss_peak - rss_warm, kToleranceKib);
+#endif
 }
 
 }  // namespace
