@@ -274,23 +274,30 @@ Result run_client(Provider& prov, const Options& o, Test t, const NetAddress& ds
     if (t == Test::write_bw) w.opcode = Opcode::rdma_write;
     if (t == Test::read_bw) w.opcode = Opcode::rdma_read;
     std::uint32_t posted = 0, done = 0;
+    // The window is refilled with one post of many WRs (the seam's batch).
+    std::vector<SendWr> batch(o.depth, w);
+    std::vector<Sge> sges(o.depth);
     const auto t0 = Clock::now();
     while (done < o.iters) {
-      while (posted < o.iters && posted - done < o.depth) {
-        s = c.sge((posted % o.depth) * o.size, o.size);
-        w.wr_id = posted;
-        w.remote_addr = r.addr + (posted % o.depth) * static_cast<std::uint64_t>(o.size);
-        w.rkey = r.rkey;
-        if (c.qp->post_send({&w, 1}, nullptr)) die("post_send failed");
-        ++posted;
+      std::uint32_t n = 0;
+      while (posted + n < o.iters && posted + n - done < o.depth) {
+        const std::uint32_t k = posted + n;
+        sges[n] = c.sge((k % o.depth) * o.size, o.size);
+        batch[n].sg_list = &sges[n];
+        batch[n].wr_id = k;
+        batch[n].remote_addr = r.addr + (k % o.depth) * static_cast<std::uint64_t>(o.size);
+        batch[n].rkey = r.rkey;
+        ++n;
       }
+      if (n != 0 && c.qp->post_send({batch.data(), n}, nullptr)) die("post_send failed");
+      posted += n;
       Wc wc[64];
-      const std::size_t n = c.cq->poll(wc);
-      for (std::size_t i = 0; i < n; ++i)
+      const std::size_t got = c.cq->poll(wc);
+      for (std::size_t i = 0; i < got; ++i)
         if (wc[i].status != WcStatus::success)
           die("completion error: " + std::string(to_string(wc[i].status)));
-      done += static_cast<std::uint32_t>(n);
-      if (n == 0) std::this_thread::yield();
+      done += static_cast<std::uint32_t>(got);
+      if (got == 0) std::this_thread::yield();
     }
     const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
     res.mbps = static_cast<double>(o.size) * o.iters / secs / 1e6;
