@@ -548,6 +548,7 @@ class QpCore final : public TimerClient {
   }
   std::chrono::nanoseconds retry_period() const noexcept;
   void arm_retry_timer();
+  void wake_at(TimePoint when);
   void progress() noexcept;
   bool claim_recv(RecvWork& w);
   void recv_complete(RecvWork& w, WcStatus st, WcOpcode op, std::uint32_t len, bool imm,
@@ -584,6 +585,7 @@ class QpCore final : public TimerClient {
   std::uint8_t rnr_left_ = 7;
   TimePoint retry_deadline_{};  // ACK timeout (TimePoint{} = off)
   TimePoint hold_until_{};      // RNR wait, NAK backoff or injected delay
+  TimePoint wakeup_{};          // the earliest timer entry queued for us
   bool rewind_pending_ = false;
   std::uint64_t rewind_idx_ = 0;
   Link* req_link_ = nullptr;

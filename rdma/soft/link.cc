@@ -444,7 +444,10 @@ bool Link::write_out() noexcept {
       iov[i].iov_base = const_cast<std::uint8_t*>(parts[i].data());
       iov[i].iov_len = parts[i].size();
     }
-    const ssize_t n = ::writev(fd, iov, static_cast<int>(np));
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = np;
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       tx_.consume(static_cast<std::size_t>(n));
       Counters::bump(engine.counters().bytes_sent, static_cast<std::uint64_t>(n));

@@ -243,6 +243,7 @@ void QpCore::reset_all() {
   reads_out_ = 0;
   retry_deadline_ = hold_until_ = TimePoint{};
   rewind_pending_ = reconnect_wait_ = link_ready_ = false;
+  wakeup_ = TimePoint{};
   resp_head_ = resp_count_ = 0;
   resp_reads_ = 0;
   resp_fatal_ = false;

@@ -129,14 +129,23 @@ std::chrono::nanoseconds QpCore::retry_period() const noexcept {
 }
 
 void QpCore::arm_retry_timer() {
-  Engine& e = *dev.fabric.engine;
-  retry_deadline_ = e.now() + retry_period();
-  e.schedule(this, retry_deadline_);
+  retry_deadline_ = dev.fabric.engine->now() + retry_period();
+  wake_at(retry_deadline_);
+}
+
+void QpCore::wake_at(TimePoint when) {
+  // Lazy timers: one heap entry at a time is enough; on_timer() re-arms for
+  // whatever deadline is current when it fires.
+  if (wakeup_ != TimePoint{} && wakeup_ <= when) return;
+  wakeup_ = when;
+  dev.fabric.engine->schedule(this, when);
 }
 
 void QpCore::progress() noexcept {
   retry_left_ = attr.retry_cnt;
   rnr_left_ = attr.rnr_retry;
+  // A completed READ may unblock the next READ or a fenced WR.
+  if (req_link_ != nullptr && tx_next_ < sq_seen_) dev.fabric.engine->want_tx(req_link_);
   if (sq_seen_ > done_)
     arm_retry_timer();
   else
@@ -211,6 +220,8 @@ void QpCore::on_link_lost(Link& link) {
 }
 
 void QpCore::on_timer(TimePoint now) {
+  if (wakeup_ != TimePoint{} && now < wakeup_) return;  // an older entry; a later one is queued
+  wakeup_ = TimePoint{};
   const QpState st = state();
   if (st != QpState::rts && st != QpState::sqd) return;
   Engine& e = *dev.fabric.engine;
@@ -219,12 +230,12 @@ void QpCore::on_timer(TimePoint now) {
       hold_until_ = TimePoint{};
       if (req_link_ != nullptr) e.want_tx(req_link_);
     } else {
-      e.schedule(this, hold_until_);
+      wake_at(hold_until_);
     }
   }
   if (retry_deadline_ == TimePoint{}) return;
   if (now < retry_deadline_) {
-    e.schedule(this, retry_deadline_);
+    wake_at(retry_deadline_);
     return;
   }
   if (sq_seen_ <= done_) {
@@ -296,7 +307,7 @@ void QpCore::fill_requests(Link& link) {
       if (faults.delay.enabled() && engine_rng_.fire(faults.delay)) {
         Counters::bump(dev.fabric.counters.delays);
         hold_until_ = e.now() + std::chrono::microseconds(faults.delay_us);
-        e.schedule(this, hold_until_);
+        wake_at(hold_until_);
         return;
       }
       if (faults.error_completion.enabled() && engine_rng_.fire(faults.error_completion)) {
@@ -399,11 +410,19 @@ void QpCore::on_response(Link& link, const wire::Header& h) {
     return;
   }
   if (!ok) return;
-  acked_ = std::max(acked_, idx);  // a NAK acknowledges everything before it
-  retire_acked();
-  if (state() == QpState::err) return;
+  const auto code = static_cast<wire::NakCode>(h.code);
+  if (code == wire::NakCode::not_ready) {
+    // The responder answers every request it cannot take with not_ready, so
+    // only the one for the oldest outstanding WR counts; it acknowledges
+    // nothing (a hardware responder would have dropped them all).
+    if (idx != done_ || rewind_pending_) return;
+  } else {
+    acked_ = std::max(acked_, idx);  // a NAK acknowledges everything before it
+    retire_acked();
+    if (state() == QpState::err) return;
+  }
   Engine& e = *dev.fabric.engine;
-  switch (static_cast<wire::NakCode>(h.code)) {
+  switch (code) {
     case wire::NakCode::rnr:
       if (attr.rnr_retry != 7) {
         if (rnr_left_ == 0) {
@@ -414,7 +433,7 @@ void QpCore::on_response(Link& link, const wire::Header& h) {
       }
       hold_until_ = e.now() + rnr_timer_duration(h.rnr_timer);
       retry_deadline_ = hold_until_ + retry_period();
-      e.schedule(this, hold_until_);
+      wake_at(hold_until_);
       rewind_pending_ = true;
       rewind_idx_ = idx;
       return;
@@ -429,7 +448,7 @@ void QpCore::on_response(Link& link, const wire::Header& h) {
       }
       hold_until_ = e.now() + retry_period();
       retry_deadline_ = hold_until_ + retry_period();
-      e.schedule(this, hold_until_);
+      wake_at(hold_until_);
       rewind_pending_ = true;
       rewind_idx_ = idx;
       return;
@@ -471,6 +490,7 @@ void QpCore::on_read_resp_done(const wire::Header&, bool failed) {
     return;
   }
   sq_[idx % sq_cap_].read_done = true;
+  if (reads_out_ != 0) --reads_out_;
   retire_acked();
   if (state() != QpState::err) progress();
 }
