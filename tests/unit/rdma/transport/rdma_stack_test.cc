@@ -139,7 +139,7 @@ proto::Frame message(std::uint32_t i, std::size_t front, std::size_t data) {
 
 TEST(RdmaStack, FramesOfEverySizeArriveInOrderAndIntact) {
   Pair p;
-  p.connect();
+  ASSERT_NO_FATAL_FAILURE(p.connect());
   std::mt19937 rng(7);
   std::vector<std::pair<std::size_t, std::size_t>> sizes;
   for (int i = 0; i < 600; ++i) {
@@ -168,7 +168,7 @@ TEST(RdmaStack, FramesOfEverySizeArriveInOrderAndIntact) {
 
 TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
   Pair p;
-  p.connect();
+  ASSERT_NO_FATAL_FAILURE(p.connect());
   const std::size_t n = 64u << 20;
   BufferList big = pattern(n, 99);
   ASSERT_EQ(big.segment_count(), 1u);
@@ -192,7 +192,7 @@ TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
 
 TEST(RdmaStack, AStalledReceiverGivesBackpressureNotRnr) {
   Pair p;
-  p.connect();
+  ASSERT_NO_FATAL_FAILURE(p.connect());
   p.sconn->worker().post([&] { p.sconn->pause_receive(true); });
   std::this_thread::sleep_for(50ms);
   const std::size_t kFrames = 2000;
@@ -216,7 +216,7 @@ TEST(RdmaStack, AStalledReceiverGivesBackpressureNotRnr) {
 
 TEST(RdmaStack, PeerCloseFaultsTheOtherSide) {
   Pair p;
-  p.connect();
+  ASSERT_NO_FATAL_FAILURE(p.connect());
   p.cconn->worker().post([&] { p.cconn->close(); });
   ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.fault.has_value(); }));
   EXPECT_FALSE(p.chandler.fault) << "no callback after close()";
