@@ -286,7 +286,10 @@ std::size_t RdmaWorker::drain_cm() {
       auto it = s.by_id.find(event->id);
       if (it != s.by_id.end()) conn = it->second.lock();
     }
-    if (!conn) continue;  // the connection is gone; nothing to do
+    if (!conn) {  // the connection is gone; nothing to do
+      SIPHON_LOG(rdma, 10, "cm event {} for an id with no connection", to_string(event->type));
+      continue;
+    }
     conn->worker().post([conn, event] { conn->on_cm_event(*event); });
   }
   return drained;
