@@ -495,7 +495,11 @@ void CmCore::destroy() {
 }
 
 void CmCore::on_accept(int fd) {
-  std::erase_if(pending, [](const std::shared_ptr<CmCore>& p) { return p->st == St::failed; });
+  std::erase_if(pending, [](const std::shared_ptr<CmCore>& p) {
+    if (p->st != St::failed) return false;
+    p->destroy();
+    return true;
+  });
   if (channel->closed() || handle == nullptr) {
     ::close(fd);
     return;
@@ -573,11 +577,13 @@ void CmCore::on_link_lost(Link& l) {
       emit(CmEventType::connect_error, errc::connection_reset);
       break;
     case St::established:
-    case St::disconnecting:
+    case St::disconnecting: {
+      const bool abrupt = st == St::established;
       st = St::disconnected;
-      emit(CmEventType::disconnected, st == St::established ? std::error_code(errc::connection_reset)
-                                                            : std::error_code{});
+      emit(CmEventType::disconnected,
+           abrupt ? std::error_code(errc::connection_reset) : std::error_code{});
       break;
+    }
     default:
       break;
   }
@@ -642,17 +648,22 @@ void CmCore::on_req(const wire::Header&, std::span<const std::uint8_t> payload) 
     return;
   }
   std::memcpy(&peer_conn, payload.data(), sizeof peer_conn);
-  std::shared_ptr<CmCore> self;
-  if (owner != nullptr) {
-    for (auto it = owner->pending.begin(); it != owner->pending.end(); ++it)
-      if (it->get() == this) {
-        self = std::move(*it);
-        owner->pending.erase(it);
-        break;
-      }
-  }
-  if (peer_conn.magic.value() != wire::kMagic || !self || owner->handle == nullptr ||
+  // A failed core stays in its listener's `pending` list until the next
+  // accept sweeps it (with destroy()), so it is never freed under our feet.
+  if (peer_conn.magic.value() != wire::kMagic || owner == nullptr || owner->handle == nullptr ||
       channel->closed()) {
+    drop_link();
+    st = St::failed;
+    return;
+  }
+  std::shared_ptr<CmCore> self;
+  for (auto it = owner->pending.begin(); it != owner->pending.end(); ++it)
+    if (it->get() == this) {
+      self = std::move(*it);
+      owner->pending.erase(it);
+      break;
+    }
+  if (!self) {
     drop_link();
     st = St::failed;
     return;

@@ -1,6 +1,8 @@
 // Conformance: the connection manager across two sides -- connect/accept and
 // reject with private data, ESTABLISHED on both sides, traffic on the CM's
 // QPs, DISCONNECTED on both sides after one disconnects.
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "harness.h"
@@ -241,6 +243,73 @@ void Cm_RejectCarriesPrivateData::b(Side& s) {
   EXPECT_TRUE(ev.new_id->reject(too_long));
   ASSERT_FALSE(ev.new_id->reject(nope));
   ASSERT_TRUE(s.oob->sync());
+}
+
+// ---------------------------------------------------------------- peer death
+
+SIPHON_TWO_SIDED(Cm, PeerDeathIsDisconnected)
+void Cm_PeerDeathIsDisconnected::a(Side& s) {
+  if (config().peer == "shared") GTEST_SKIP() << "--peer=shared: B shares A's adapter and cannot die alone";
+  std::vector<std::uint8_t> raw;
+  ASSERT_TRUE(s.oob->recv_bytes(raw));
+  const std::uint16_t port = static_cast<std::uint16_t>(raw[0] | raw[1] << 8);
+  const auto peer = NetAddress::parse(std::string(raw.begin() + 2, raw.end()));
+  ASSERT_TRUE(peer);
+  Conn c;
+  ASSERT_TRUE(active_prepare(s, c, port));
+  ASSERT_TRUE(active_connect(s, c, with_port(*peer, port), ConnParam{}));
+  CmEvent ev;
+  ASSERT_TRUE(wait_event(*c.ch, ev));
+  ASSERT_EQ(ev.type, CmEventType::established) << to_string(ev.type);
+  ASSERT_TRUE(s.oob->sync());
+  std::vector<std::uint8_t> eof;
+  EXPECT_FALSE(s.oob->recv_bytes(eof, 30s));  // B is gone
+  ASSERT_TRUE(wait_event(*c.ch, ev, 30s));
+  EXPECT_EQ(ev.type, CmEventType::disconnected) << to_string(ev.type);
+  EXPECT_EQ(ev.id, c.id.get());
+}
+void Cm_PeerDeathIsDisconnected::b(Side& s) {
+  if (config().peer == "shared") {
+    s.oob->close();
+    return;
+  }
+  std::error_code ec;
+  auto ch = s.prov->create_event_channel(ec);
+  auto lid = ch->create_id(ec);
+  ASSERT_FALSE(lid->bind(with_port(s.addr, 0)));
+  ASSERT_FALSE(lid->listen(8));
+  const std::uint16_t port = lid->local_address().port();
+  std::string a = s.addr.to_string();
+  std::vector<std::uint8_t> raw = {static_cast<std::uint8_t>(port & 0xff),
+                                   static_cast<std::uint8_t>(port >> 8)};
+  raw.insert(raw.end(), a.begin(), a.end());
+  ASSERT_TRUE(s.oob->send_bytes(raw.data(), raw.size()));
+  CmEvent ev;
+  ASSERT_TRUE(wait_event(*ch, ev));
+  ASSERT_EQ(ev.type, CmEventType::connect_request);
+  std::unique_ptr<CmId> id = std::move(ev.new_id);
+  auto pd = id->device()->alloc_pd(ec);
+  auto cq = id->device()->create_cq(16, ec);
+  QpInit init;
+  init.send_cq = init.recv_cq = cq.get();
+  init.caps = caps();
+  auto qp = id->create_qp(*pd, init, ec);
+  ASSERT_TRUE(qp);
+  ASSERT_FALSE(id->accept(ConnParam{}));
+  ASSERT_TRUE(wait_event(*ch, ev));
+  ASSERT_EQ(ev.type, CmEventType::established);
+  ASSERT_TRUE(s.oob->sync());
+  if (config().peer == "process" || config().peer == "netns") ::_exit(0);  // die, unclean
+  qp.reset();
+  cq.reset();
+  pd.reset();
+  id.reset();
+  lid.reset();
+  ch.reset();
+  s.pd.reset();
+  s.device.reset();
+  s.provider.reset();
+  s.oob->close();
 }
 
 }  // namespace

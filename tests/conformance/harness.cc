@@ -72,7 +72,13 @@ std::unique_ptr<Provider> make_provider(std::string& why) {
   if (c.provider == "soft") return soft::make_provider();
   if (c.provider == "verbs") {
 #ifdef SIPHON_HAVE_VERBS
-    auto p = verbs::make_provider();
+    std::unique_ptr<Provider> p;
+    try {
+      p = verbs::make_provider();
+    } catch (const std::exception& e) {
+      why = std::string("provider 'verbs' is unavailable: ") + e.what();
+      return nullptr;
+    }
     if (!p || p->list_devices().empty()) {
       why = "provider 'verbs' has no RDMA device on this host (no NIC, no rxe): run the suite "
             "on a host with one, or use --provider=soft";

@@ -2,6 +2,7 @@
 // cover: option validation, seeded fault injection and its counters, wire
 // golden bytes, IB timer encodings and the modify() attribute table.
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 
 #include <chrono>
 #include <cstring>
@@ -229,6 +230,40 @@ TEST(SoftFaults, DelayHoldsTransmission) {
   ASSERT_EQ(p.poll(*p.cqa, 1).size(), 1u);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
   EXPECT_EQ(counters(*p.prov)->delays, 1u);
+}
+
+TEST(SoftQueues, UnsignaledSendSlotsAreReleasedOnlyBySignaledCompletions) {
+  // As on mlx5: without a signaled WR the send queue fills up for good.
+  Pair p(SoftOptions{});
+  const std::uint32_t cap = p.a->caps().max_send_wr;
+  std::vector<SendWr> wrs(cap);
+  Sge sg;
+  for (std::uint32_t i = 0; i < cap; ++i) {
+    wrs[i] = p.write(i, &sg);
+    wrs[i].flags = 0;
+  }
+  ASSERT_FALSE(p.a->post_send(wrs, nullptr));
+  std::this_thread::sleep_for(50ms);  // they complete, silently
+  Wc wc[4];
+  EXPECT_EQ(p.cqa->poll(wc), 0u);
+  SendWr more = p.write(99, &sg);
+  std::size_t bad = 7;
+  EXPECT_EQ(p.a->post_send({&more, 1}, &bad), make_error_code(errc::queue_full));
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST(SoftMemory, UnmappedMemoryCannotBeRegistered) {
+  auto prov = make_provider();
+  std::error_code ec;
+  auto dev = prov->open_device("soft0", ec);
+  auto pd = dev->alloc_pd(ec);
+  void* m = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  ::munmap(m, 8192);
+  EXPECT_FALSE(pd->reg_mr(m, 8192, kLocalWrite, ec));
+  EXPECT_EQ(ec, make_error_code(errc::memory_registration_failed));
+  EXPECT_FALSE(pd->reg_mr(nullptr, 10, kLocalWrite, ec));
+  EXPECT_EQ(ec, make_error_code(errc::invalid_argument));
 }
 
 TEST(SoftWire, HeaderGoldenBytes) {
