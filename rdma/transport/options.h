@@ -1,0 +1,93 @@
+// Typed options of the RDMA stack (ms_type = async+rdma), filled by compat/
+// from ceph.conf. Every ms_async_rdma_* option of Ceph is here with Ceph's
+// meaning and default, or is listed in docs/rdma-transport.md with the reason
+// Siphon rejects it; fields marked "Siphon extension" have no Ceph
+// counterpart.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "msgr/transport/options.h"
+
+namespace siphon::rdma {
+
+struct RdmaOptions {
+  transport::TransportOptions common{};
+
+  // ms_async_rdma_device_name (Ceph, default ""): the device to use; empty =
+  // the first device the provider lists (verbs first, then the software
+  // fabric when no hardware exists: compat/ decides the provider).
+  std::string device_name;
+  // ms_async_rdma_port_num (Ceph, default 1).
+  std::uint8_t port_num = 1;
+  // ms_async_rdma_gid_idx (Ceph, default 0): a pinned GID index. Ceph uses
+  // index 0 unconditionally; Siphon treats "not set" as "choose the RoCEv2 GID
+  // of the address in use" (rdma-cm does that for us) and only honours an
+  // explicit value.
+  std::optional<int> gid_idx;
+  // ms_async_rdma_local_gid (Ceph, default ""): pins a GID by value.
+  std::string local_gid;
+  // ms_async_rdma_roce_ver (Ceph, default 1 = RoCEv2): Siphon supports RoCEv2
+  // only; other values are rejected by compat/.
+  int roce_ver = 1;
+  // ms_async_rdma_sl (Ceph, default 3) and ms_async_rdma_dscp (Ceph, default
+  // 96, written as the full traffic-class byte).
+  std::uint8_t sl = 3;
+  std::uint8_t dscp = 96;
+  // ms_async_rdma_buffer_size (Ceph, default 128 KiB): size of every send and
+  // receive buffer and of each RDMA READ target chunk.
+  std::size_t buffer_size = 128 * 1024;
+  // ms_async_rdma_send_buffers (Ceph, default 1024): cap of the send pool.
+  std::size_t send_buffers = 1024;
+  // ms_async_rdma_receive_buffers (Ceph, default 32768): cap of the receive
+  // pool (receive queues plus RDMA READ targets). Ceph's 0 = unlimited is
+  // rejected: Siphon always has a hard cap.
+  std::size_t receive_buffers = 32768;
+  // ms_async_rdma_receive_queue_len (Ceph, default 4096): the SRQ depth per
+  // worker when support_srq is set.
+  std::size_t receive_queue_len = 4096;
+  // ms_async_rdma_support_srq (Ceph, default true). Siphon 0.1 posts receives
+  // per QP (credits make them small); the SRQ mode is not built yet and
+  // compat/ says so when it is requested explicitly.
+  bool support_srq = false;
+  // ms_async_rdma_polling_us (Ceph, default 1000): how long a worker spins on
+  // its CQ before arming it and sleeping on the channel fd.
+  std::chrono::microseconds polling{1000};
+  // ms_async_rdma_enable_hugepage (Ceph, default false).
+  bool enable_hugepage = false;
+  // ms_async_rdma_cm (Ceph, default false): Siphon always uses the rdma-cm
+  // shaped connection manager of the provider; false is accepted and noted.
+
+  // --- Siphon extensions
+  // ms_async_rdma_credits (default 16): receive credits granted per
+  // connection (receive buffers posted for it, plus two for credit updates).
+  std::uint32_t credits = 16;
+  // ms_async_rdma_zero_copy_threshold (default 64 KiB): message data segments
+  // at least this large are pulled by the receiver with RDMA READ from the
+  // sender's memory instead of being copied through SENDs.
+  std::size_t zero_copy_threshold = 64 * 1024;
+  // ms_async_rdma_send_queue_depth (default 256): send queue depth per QP
+  // (SENDs and RDMA READs), capped by the device.
+  std::uint32_t send_queue_depth = 256;
+  // ms_async_rdma_cq_depth (default 8192): completion queue size per worker,
+  // capped by the device; bounds the connections a worker takes.
+  std::uint32_t cq_depth = 8192;
+  // ms_async_rdma_rnr_retry (default 1): RNR retries; with credits an RNR
+  // never happens in normal operation, so a credit bug shows as an error.
+  std::uint8_t rnr_retry = 1;
+  // ms_async_rdma_retry_count (default 7) and ms_async_rdma_timeout (default
+  // 14, i.e. 4.096 us * 2^14 = 67 ms per try): transport retries before a
+  // silent peer's QP goes to error (retry_exceeded).
+  std::uint8_t retry_count = 7;
+  std::uint8_t ack_timeout = 14;
+  // ms_async_rdma_cm_timeout (default 2000 ms): address and route resolution.
+  std::chrono::milliseconds cm_timeout{2000};
+  // ms_async_rdma_max_connections (default 1024): per stack.
+  std::size_t max_connections = 1024;
+};
+
+}  // namespace siphon::rdma

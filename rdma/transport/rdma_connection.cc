@@ -1,0 +1,273 @@
+// RdmaConnection: connection management and teardown.
+//
+//   client:  resolving --ADDR_RESOLVED--> (resolve route) --ROUTE_RESOLVED-->
+//            create QP, post receives, connect(private data) = connecting
+//            --ESTABLISHED(peer's ConnectInfo)--> established
+//   server:  CONNECT_REQUEST(peer's ConnectInfo) -> create QP, post
+//            receives, accept(private data) = accepting --ESTABLISHED-->
+//            established
+//   any:     --error / REJECTED / DISCONNECTED / close()--> closing: QP to
+//            ERR, every posted WR completes (flushed), then the QP and the
+//            id are destroyed = closed. Nothing is destroyed while the
+//            device may still touch its memory, and the worker never blocks.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/transport/rdma_internal.h"
+
+namespace siphon::rdma {
+
+RdmaConnection::RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::unique_ptr<CmId> id,
+                               bool client, NetAddress peer)
+    : keep_shared_(shared.shared_from_this()),
+      keep_worker_(worker.shared_from_this()),
+      shared_(shared),
+      worker_(worker),
+      id_(std::move(id)),
+      client_(client),
+      peer_(std::move(peer)),
+      state_(client ? State::resolving : State::accepting) {
+  shared_.connections.fetch_add(1, std::memory_order_relaxed);
+  shared_.counters.connections_created.fetch_add(1, std::memory_order_relaxed);
+}
+
+RdmaConnection::~RdmaConnection() {
+  if (qp_) {
+    shared_.counters.qps_active.fetch_sub(1, std::memory_order_relaxed);
+    qp_.reset();  // before the id that owns it, and before its buffers go back
+  }
+  {
+    std::lock_guard lk(shared_.mu);
+    shared_.by_id.erase(id_.get());
+  }
+  id_.reset();
+  for (auto& ctx : ctx_storage_)
+    if (ctx->buf != nullptr) {
+      (ctx->kind == WrCtx::Kind::send ? *shared_.send_pool : *shared_.recv_pool).put(ctx->buf);
+      ctx->buf = nullptr;
+    }
+  for (auto& item : inq_)
+    if (item.transfer)
+      for (auto& [buf, len] : item.transfer->chunks) shared_.recv_pool->put(buf);
+  if (cq_reserved_) worker_.release_cq(cq_entries_);
+  if (counted_active_) shared_.counters.connections_active.fetch_sub(1, std::memory_order_relaxed);
+  shared_.connections.fetch_sub(1, std::memory_order_relaxed);
+}
+
+transport::Worker& RdmaConnection::worker() noexcept { return worker_; }
+
+ConnectInfo RdmaConnection::my_info() const noexcept {
+  ConnectInfo c;
+  c.update_slots = kUpdateSlots;
+  c.credits = shared_.window();
+  c.recv_buffer_size = static_cast<std::uint32_t>(shared_.opts.buffer_size);
+  c.max_inline = max_inline_;
+  c.max_frame = static_cast<std::uint32_t>(std::min<std::uint64_t>(shared_.opts.common.frame_limits.max_frame,
+                                                                   UINT32_MAX));
+  c.zero_copy_threshold = static_cast<std::uint32_t>(shared_.opts.zero_copy_threshold);
+  return c;
+}
+
+std::error_code RdmaConnection::create_qp() {
+  Device* dev = id_->device();
+  if (dev == nullptr || dev->attr().name != shared_.device->attr().name) {
+    const std::string on = dev != nullptr ? dev->attr().name : std::string("no RDMA device");
+    SIPHON_LOG(rdma, 1, "{}: the address is on {}, but this stack uses {} (ms_async_rdma_device_name)",
+               peer_.to_string(), on, shared_.device->attr().name);
+    return errc::device_not_found;
+  }
+  const DeviceAttr& a = shared_.device->attr();
+  QpInit init;
+  init.send_cq = &worker_.cq();
+  init.recv_cq = &worker_.cq();
+  init.caps.max_send_wr = std::min(shared_.opts.send_queue_depth, a.max_qp_wr ? a.max_qp_wr : UINT32_MAX);
+  init.caps.max_recv_wr = shared_.recvs_per_qp();
+  init.caps.max_send_sge = 1;
+  init.caps.max_recv_sge = 1;
+  init.caps.max_inline_data = 128;
+  cq_entries_ = init.caps.max_send_wr + init.caps.max_recv_wr;
+  if (!worker_.reserve_cq(cq_entries_)) return errc::resource_exhausted;
+  cq_reserved_ = true;
+  std::error_code ec;
+  qp_ = id_->create_qp(*shared_.pd, init, ec);
+  if (!qp_) {  // some devices (rxe, iWARP) take no inline data: try without
+    init.caps.max_inline_data = 0;
+    qp_ = id_->create_qp(*shared_.pd, init, ec);
+  }
+  if (!qp_) return ec ? ec : make_error_code(errc::resource_exhausted);
+  shared_.counters.qps_created.fetch_add(1, std::memory_order_relaxed);
+  shared_.counters.qps_active.fetch_add(1, std::memory_order_relaxed);
+  sq_depth_ = qp_->caps().max_send_wr;
+  max_inline_ = qp_->caps().max_inline_data;
+  local_ = id_->local_address();
+  worker_.add(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
+  return post_initial_receives();
+}
+
+ConnParam conn_param(const RdmaShared& s, const ConnectInfo& info) {
+  ConnParam p;
+  const auto b = info.encode();
+  p.private_data.assign(b.begin(), b.end());
+  const std::uint32_t rd = std::clamp<std::uint32_t>(s.device->attr().max_qp_rd_atom, 1, 16);
+  p.responder_resources = static_cast<std::uint8_t>(rd);
+  p.initiator_depth = static_cast<std::uint8_t>(
+      std::clamp<std::uint32_t>(s.device->attr().max_qp_init_rd_atom, 1, 16));
+  p.rnr_retry_count = s.opts.rnr_retry;
+  p.retry_count = s.opts.retry_count;
+  return p;
+}
+
+void RdmaConnection::begin_connect() {
+  SIPHON_LOG(rdma, 10, "connecting to {}", peer_.to_string());
+  if (const auto ec = id_->resolve_addr(nullptr, peer_, static_cast<int>(shared_.opts.cm_timeout.count())))
+    fail_setup(ec, "cannot resolve the address");
+}
+
+void RdmaConnection::on_cm_event(CmEvent& ev) {
+  SIPHON_LOG(rdma, 10, "{}: cm event {} in state {}", peer_.to_string(), to_string(ev.type), static_cast<int>(state_));
+  if (state_ == State::closed) return;
+  switch (ev.type) {
+    case CmEventType::addr_resolved: {
+      const auto ec = id_->resolve_route(static_cast<int>(shared_.opts.cm_timeout.count()));
+      SIPHON_LOG(rdma, 10, "{}: resolve_route: {}", peer_.to_string(), ec.message());
+      if (ec) fail_setup(ec, "cannot resolve the route");
+      return;
+    }
+    case CmEventType::route_resolved: {
+      if (const auto ec = create_qp()) return fail_setup(ec, "cannot create the queue pair");
+      state_ = State::connecting;
+      if (const auto ec = id_->connect(conn_param(shared_, my_info())))
+        fail_setup(ec, "rdma connect failed");
+      return;
+    }
+    case CmEventType::established: {
+      if (client_) {
+        std::string_view why;
+        ConnectInfo info;
+        if (const auto ec = ConnectInfo::decode(ev.private_data, info, &why))
+          return fail_setup(ec, fmt::format("bad accept data from the peer: {}", why));
+        peer_info_ = info;
+      }
+      established(peer_info_);
+      return;
+    }
+    case CmEventType::rejected: {
+      RejectInfo r;
+      const std::string why = RejectInfo::decode(ev.private_data, r)
+                                  ? fmt::format("rejected by the peer: {}", to_string(r.reason))
+                                  : std::string("rejected (no RDMA listener at that address?)");
+      return fail_setup(errc::connection_refused, why);
+    }
+    case CmEventType::addr_error:
+    case CmEventType::route_error:
+    case CmEventType::unreachable:
+    case CmEventType::connect_error:
+      return fail_setup(ev.status ? ev.status : make_error_code(errc::connection_refused),
+                        fmt::format("connection manager: {}", to_string(ev.type)));
+    case CmEventType::disconnected:
+    case CmEventType::device_removal:
+      if (state_ == State::established) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
+      if (state_ == State::closing) return;
+      return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
+    case CmEventType::timewait_exit:
+    case CmEventType::connect_request:
+      return;
+  }
+}
+
+void RdmaConnection::accept_request(const ConnectInfo& peer_info, transport::AcceptHandler on_accept) {
+  peer_info_ = peer_info;
+  accept_done_ = std::move(on_accept);
+  if (const auto ec = create_qp()) {
+    const auto r = RejectInfo{RejectReason::no_resources, 0}.encode();
+    (void)id_->reject(r);
+    shared_.counters.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    return fail_setup(ec, "cannot create the queue pair for an incoming connection");
+  }
+  if (const auto ec = id_->accept(conn_param(shared_, my_info()))) fail_setup(ec, "rdma accept failed");
+}
+
+void RdmaConnection::established(const ConnectInfo& peer) {
+  if (peer.recv_buffer_size < 1024) return fail_setup(errc::malformed_frame, "peer receive buffers too small");
+  credits_.emplace(peer.credits, shared_.window());
+  state_ = State::established;
+  counted_active_ = true;
+  shared_.counters.connections_active.fetch_add(1, std::memory_order_relaxed);
+  SIPHON_LOG(rdma, 5, "{} {}: established, qp {}, {} credits x {} B each way", client_ ? "connected to" : "accepted",
+             peer_.to_string(), qp_num(), peer.credits, peer.recv_buffer_size);
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  if (client_) {
+    if (auto done = std::exchange(connect_done_, nullptr)) done({}, self);
+  } else if (auto done = std::exchange(accept_done_, nullptr)) {
+    done(self);
+  }
+  pump();
+}
+
+void RdmaConnection::fail_setup(std::error_code ec, std::string reason) {
+  if (state_ == State::closing || state_ == State::closed) return;
+  SIPHON_LOG(rdma, 1, "RDMA connection {} {}: {} ({})", client_ ? "to" : "from", peer_.to_string(), reason,
+             ec.message());
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  if (auto done = std::exchange(connect_done_, nullptr)) done(ec, nullptr);
+  accept_done_ = nullptr;
+  if (handler_ != nullptr) return fault(ec, std::move(reason));
+  begin_drain();
+}
+
+void RdmaConnection::fault(std::error_code ec, std::string reason) {
+  if (faulted_ || state_ == State::closing || state_ == State::closed) return;
+  faulted_ = true;
+  SIPHON_LOG(rdma, 1, "RDMA connection {} {} faulted: {} ({})", client_ ? "to" : "from", peer_.to_string(), reason,
+             ec.message());
+  transport::ConnectionHandler* h = std::exchange(handler_, nullptr);
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  begin_drain();
+  if (h != nullptr) h->on_fault({ec, std::move(reason)});
+}
+
+void RdmaConnection::close() {
+  handler_ = nullptr;  // no callbacks after close()
+  connect_done_ = nullptr;
+  accept_done_ = nullptr;
+  if (!worker_.in_worker_thread()) {
+    worker_.post([self = std::static_pointer_cast<RdmaConnection>(shared_from_this())] { self->close(); });
+    return;
+  }
+  if (state_ == State::closing || state_ == State::closed) return;
+  begin_drain();
+}
+
+void RdmaConnection::begin_drain() {
+  if (state_ == State::closing || state_ == State::closed) return;
+  state_ = State::closing;
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  (void)id_->disconnect();
+  if (qp_) {
+    QpAttr attr;
+    attr.state = QpState::err;
+    if (const auto ec = qp_->modify(attr, kAttrState))
+      SIPHON_LOG(rdma, 1, "qp {}: moving to ERR failed: {}", qp_num(), ec.message());
+  }
+  outq_.clear();
+  queued_bytes_ = 0;
+  read_queue_.clear();
+  out_transfers_.clear();  // the QP is in ERR: the peer can no longer read them
+  finish_if_drained();
+}
+
+bool RdmaConnection::drained() const noexcept { return !qp_ || (sq_fifo_.empty() && posted_recvs_ == 0); }
+
+void RdmaConnection::finish_if_drained() {
+  if (state_ != State::closing || !drained()) return;
+  state_ = State::closed;
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  if (qp_) worker_.remove(qp_num());
+  // `self` keeps us alive until this returns; the last owner destroys the QP
+  // (flushed: nothing is outstanding) and then the id.
+}
+
+}  // namespace siphon::rdma

@@ -1,0 +1,554 @@
+// RdmaConnection: the data path (docs/rdma-transport.md §Data path).
+//
+// Outbound, msgr2 bytes (the banner, then whole encoded frames) queue in
+// outq_. pump() turns the queue into SENDs: each takes one data credit and
+// one registered send buffer, carries as many queued stream bytes as fit the
+// peer's receive buffer (small frames coalesce) and piggybacks the credits we
+// owe. A MESSAGE whose data segment reaches ms_async_rdma_zero_copy_threshold
+// goes as a read_request instead of its data bytes: the data's memory is
+// registered for remote read just for this transfer, the peer pulls it with
+// RDMA READ into its own pool, and its read_done revokes the registration.
+//
+// Inbound, every SEND is parsed, its credits applied and its receive buffer
+// re-posted at once (stream bytes are copied out; they are small). Stream
+// bytes and pulled bulk data are fed, in order, to the same banner parser and
+// FrameDecoder the TCP stack uses, so frame boundaries and CRCs are checked
+// exactly as on TCP.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/transport/rdma_internal.h"
+
+namespace siphon::rdma {
+namespace {
+constexpr std::uint32_t kSignalEvery = 16;
+constexpr std::size_t kMaxDescriptors = 64;
+}  // namespace
+
+WrCtx* RdmaConnection::new_ctx(WrCtx::Kind kind) {
+  if (ctx_free_.empty()) {
+    ctx_storage_.push_back(std::make_unique<WrCtx>());
+    ctx_free_.push_back(ctx_storage_.back().get());
+  }
+  WrCtx* c = ctx_free_.back();
+  ctx_free_.pop_back();
+  *c = WrCtx{kind};
+  return c;
+}
+
+void RdmaConnection::free_ctx(WrCtx* ctx) noexcept {
+  ctx->buf = nullptr;
+  ctx->transfer = nullptr;
+  ctx_free_.push_back(ctx);
+}
+
+std::error_code RdmaConnection::post_initial_receives() {
+  for (std::uint32_t i = 0; i < shared_.recvs_per_qp(); ++i) {
+    PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
+    if (buf == nullptr) return errc::resource_exhausted;
+    WrCtx* ctx = new_ctx(WrCtx::Kind::recv);
+    ctx->buf = buf;
+    const Sge sge{reinterpret_cast<std::uint64_t>(buf->data()), static_cast<std::uint32_t>(buf->capacity()),
+                  buf->keys().lkey};
+    const RecvWr wr{reinterpret_cast<std::uint64_t>(ctx), &sge, 1};
+    std::size_t bad = 0;
+    if (const auto ec = qp_->post_recv({&wr, 1}, &bad)) {
+      shared_.recv_pool->put(buf, &worker_.recv_cache());
+      free_ctx(ctx);
+      return ec;
+    }
+    ++posted_recvs_;
+  }
+  return {};
+}
+
+void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
+  if (state_ == State::closing || state_ == State::closed) {
+    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+    free_ctx(ctx);
+    return;
+  }
+  const Sge sge{reinterpret_cast<std::uint64_t>(ctx->buf->data()), static_cast<std::uint32_t>(ctx->buf->capacity()),
+                ctx->buf->keys().lkey};
+  const RecvWr wr{reinterpret_cast<std::uint64_t>(ctx), &sge, 1};
+  std::size_t bad = 0;
+  if (const auto ec = qp_->post_recv({&wr, 1}, &bad)) {
+    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+    free_ctx(ctx);
+    return fault(ec, "re-posting a receive failed");
+  }
+  ++posted_recvs_;
+  if (data_class) credits_->on_data_reposted();
+}
+
+// ---------------------------------------------------------------- start
+
+void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::Banner& mine) {
+  handler_ = &handler;
+  my_banner_ = mine;
+  started_ = true;
+  BufferList b = proto::encode_banner(mine);
+  queued_bytes_ += b.length();
+  outq_.push_back(OutItem::stream(std::move(b)));
+  pump();
+  pause_receive(paused_);  // processes completions held until now
+}
+
+void RdmaConnection::pause_receive(bool paused) {
+  paused_ = paused;
+  if (paused_ || !started_) return;
+  while (!held_.empty() && !paused_ && handler_ != nullptr) {
+    auto [wc, ctx] = held_.front();
+    held_.pop_front();
+    process_recv(wc, ctx);
+  }
+  deliver_frames();
+  drain_inbound();
+}
+
+// ----------------------------------------------------------------- send
+
+std::error_code RdmaConnection::send(proto::Frame&& frame) {
+  if (state_ != State::established || faulted_ || handler_ == nullptr) return errc::not_connected;
+  if (!banner_done_) return errc::invalid_argument;  // frames follow the banner exchange
+  const std::size_t data_len = frame.segments[3].length();
+  BufferList wire = proto::encode_frame(frame, rev_);
+  shared_.counters.tx_messages.fetch_add(1, std::memory_order_relaxed);
+  shared_.counters.tx_bytes.fetch_add(wire.length(), std::memory_order_relaxed);
+  bool queued = false;
+  if (frame.tag == proto::Tag::message && data_len >= shared_.opts.zero_copy_threshold && data_len <= UINT32_MAX) {
+    const std::size_t l0 = frame.segments[0].length();
+    const std::size_t off = proto::kPreambleSize +
+                            (rev_ == proto::FrameRev::rev1 ? (l0 ? l0 + 4 : 0) : l0) +
+                            frame.segments[1].length() + frame.segments[2].length();
+    queued = !queue_bulk(frame, std::move(wire), off);
+    if (!queued) wire = proto::encode_frame(frame, rev_);
+  }
+  if (!queued) {
+    shared_.counters.tx_copied_bytes.fetch_add(data_len, std::memory_order_relaxed);
+    queued_bytes_ += wire.length();
+    outq_.push_back(OutItem::stream(std::move(wire)));
+  }
+  if (queued_bytes_ > shared_.opts.common.send_queue_high_water) over_high_water_ = true;
+  pump();
+  return {};
+}
+
+std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t off) {
+  const BufferList& data = frame.segments[3];
+  if (data.segment_count() > kMaxDescriptors) return errc::not_supported;
+  OutTransfer t;
+  std::vector<ReadDescriptor> regions;
+  for (const BufferPtr& p : data.ptrs()) {
+    std::error_code ec;
+    auto mr = shared_.pd->reg_mr(const_cast<std::byte*>(p.data()), p.length(), kRemoteRead, ec);
+    if (!mr) {
+      SIPHON_LOG(rdma, 1, "qp {}: registering {} bytes for zero-copy failed ({}); copying instead", qp_num(),
+                 p.length(), ec.message());
+      return ec ? ec : make_error_code(errc::memory_registration_failed);
+    }
+    regions.push_back({reinterpret_cast<std::uint64_t>(p.data()), mr->rkey(), static_cast<std::uint32_t>(p.length())});
+    t.mrs.push_back(std::move(mr));
+  }
+  const std::uint64_t id = next_transfer_id_++;
+  const std::size_t len = data.length();
+  t.data = data;
+  shared_.counters.zero_copy_transfers.fetch_add(1, std::memory_order_relaxed);
+  shared_.counters.zero_copy_bytes.fetch_add(len, std::memory_order_relaxed);
+  shared_.counters.transfer_registrations.fetch_add(t.mrs.size(), std::memory_order_relaxed);
+  out_transfers_.emplace(id, std::move(t));
+  queued_bytes_ += wire.length();
+  outq_.push_back(OutItem::stream(wire.slice(0, off)));
+  OutItem rr = OutItem::control(OutItem::Kind::read_request, id);
+  rr.regions = std::move(regions);
+  rr.length = len;
+  outq_.push_back(std::move(rr));
+  outq_.push_back(OutItem::stream(wire.slice(off + len, wire.length() - off - len)));
+  return {};
+}
+
+void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload) {
+  h.encode(reinterpret_cast<std::uint8_t*>(buf->data()));
+  WrCtx* ctx = new_ctx(WrCtx::Kind::send);
+  ctx->buf = buf;
+  const std::uint32_t total = static_cast<std::uint32_t>(SendHeader::kSize) + payload;
+  sges_.push_back({reinterpret_cast<std::uint64_t>(buf->data()), total, buf->keys().lkey});
+  SendWr wr;
+  wr.wr_id = reinterpret_cast<std::uint64_t>(ctx);
+  wr.opcode = Opcode::send;
+  wr.num_sge = 1;
+  wr.flags = total <= max_inline_ ? std::uint32_t{kInline} : 0u;
+  batch_.push_back(wr);
+  sq_fifo_.push_back(ctx);
+  shared_.counters.tx_sends.fetch_add(1, std::memory_order_relaxed);
+}
+
+void RdmaConnection::flush_batch() {
+  if (batch_.empty()) return;
+  // sg_list pointers are fixed up here: sges_ may have grown while building.
+  std::size_t sge_index = 0;
+  for (SendWr& wr : batch_) {
+    if (wr.opcode != Opcode::rdma_read || wr.sg_list == nullptr) wr.sg_list = &sges_[sge_index];
+    sge_index += wr.num_sge;
+    if (++unsignaled_ >= kSignalEvery || wr.opcode == Opcode::rdma_read) {
+      wr.flags |= kSignaled;
+      unsignaled_ = 0;
+    }
+  }
+  batch_.back().flags |= kSignaled;  // every batch ends signaled: buffers come back promptly
+  unsignaled_ = 0;
+  std::size_t bad = 0;
+  const std::error_code ec = qp_->post_send(batch_, &bad);
+  batch_.clear();
+  sges_.clear();
+  if (ec) fault(ec, "posting to the send queue failed");
+}
+
+void RdmaConnection::pump() {
+  if (state_ != State::established || !credits_ || faulted_) return;
+  const std::size_t cap_peer = peer_info_.recv_buffer_size;
+  bool stalled_now = false;
+  while (!outq_.empty()) {
+    if (sq_fifo_.size() >= sq_depth_) break;
+    if (!credits_->can_send_data()) {
+      stalled_now = true;
+      break;
+    }
+    PoolBuffer* buf = shared_.send_pool->get(&worker_.send_cache());
+    if (buf == nullptr) {
+      shared_.counters.send_buffer_stalls.fetch_add(1, std::memory_order_relaxed);
+      schedule_retry();
+      break;
+    }
+    const std::size_t room = std::min(cap_peer, buf->capacity()) - SendHeader::kSize;
+    auto* out = reinterpret_cast<std::uint8_t*>(buf->data()) + SendHeader::kSize;
+    SendHeader h;
+    std::uint32_t payload = 0;
+    OutItem& item = outq_.front();
+    switch (item.kind) {
+      case OutItem::Kind::stream:
+        h.type = SendType::stream;
+        while (!outq_.empty() && outq_.front().kind == OutItem::Kind::stream && payload < room) {
+          OutItem& s = outq_.front();
+          const std::size_t n = std::min(room - payload, s.bytes.length());
+          s.bytes.copy_out(0, n, out + payload);
+          s.bytes.consume_front(n);
+          payload += static_cast<std::uint32_t>(n);
+          queued_bytes_ -= n;
+          if (s.bytes.empty()) outq_.pop_front();
+        }
+        h.length = payload;
+        break;
+      case OutItem::Kind::read_request:
+        h.type = SendType::read_request;
+        h.id = item.id;
+        h.length = static_cast<std::uint32_t>(item.length);
+        for (const ReadDescriptor& d : item.regions) {
+          d.encode(out + payload);
+          payload += ReadDescriptor::kSize;
+        }
+        queued_bytes_ -= item.length;
+        outq_.pop_front();
+        break;
+      case OutItem::Kind::read_done:
+        h.type = SendType::read_done;
+        h.id = item.id;
+        outq_.pop_front();
+        break;
+    }
+    credits_->spend_data();
+    h.credits_returned = credits_->take_owed();
+    shared_.counters.credits_spent.fetch_add(1, std::memory_order_relaxed);
+    shared_.counters.credits_granted.fetch_add(h.credits_returned, std::memory_order_relaxed);
+    add_send(h, buf, payload);
+  }
+  // Credit stall accounting.
+  if (stalled_now && !stalled_) {
+    stalled_ = true;
+    stalled_since_ = MonoClock::now();
+    shared_.counters.credit_stalls.fetch_add(1, std::memory_order_relaxed);
+  } else if (!stalled_now && stalled_) {
+    stalled_ = false;
+    shared_.counters.credit_stall_ns.fetch_add(
+        static_cast<std::uint64_t>((MonoClock::now() - stalled_since_).count()), std::memory_order_relaxed);
+  }
+  // An explicit update when half a window is owed and no data SEND carries it.
+  if (credits_->should_send_update(!outq_.empty()) && sq_fifo_.size() < sq_depth_) {
+    if (PoolBuffer* buf = shared_.send_pool->get(&worker_.send_cache())) {
+      SendHeader h;
+      h.type = SendType::credit_update;
+      h.credits_returned = credits_->take_owed();
+      shared_.counters.credit_updates_sent.fetch_add(1, std::memory_order_relaxed);
+      shared_.counters.credits_granted.fetch_add(h.credits_returned, std::memory_order_relaxed);
+      add_send(h, buf, 0);
+    } else {
+      schedule_retry();
+    }
+  }
+  flush_batch();
+  maybe_writable();
+}
+
+void RdmaConnection::maybe_writable() {
+  if (over_high_water_ && queued_bytes_ <= shared_.opts.common.send_queue_low_water) {
+    over_high_water_ = false;
+    if (handler_ != nullptr) handler_->on_writable();
+  }
+}
+
+void RdmaConnection::schedule_retry() {
+  if (retry_pending_) return;
+  if (!retry_timer_) retry_timer_ = std::make_unique<boost::asio::steady_timer>(worker_.io());
+  retry_pending_ = true;
+  retry_timer_->expires_after(std::chrono::milliseconds(1));
+  retry_timer_->async_wait([self = std::static_pointer_cast<RdmaConnection>(shared_from_this())](
+                               const boost::system::error_code& e) {
+    self->retry_pending_ = false;
+    if (e) return;
+    self->issue_reads();
+    self->pump();
+  });
+}
+
+// ---------------------------------------------------------- completions
+
+void RdmaConnection::on_completion(const Wc& wc) {
+  auto* ctx = reinterpret_cast<WrCtx*>(wc.wr_id);
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  if (wc.status != WcStatus::success) {
+    if (wc.status == WcStatus::flushed) {
+      shared_.counters.wc_flushed.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      shared_.counters.wc_errors.fetch_add(1, std::memory_order_relaxed);
+      if (wc.status == WcStatus::retry_exceeded) shared_.counters.wc_retry_exceeded.fetch_add(1);
+      else if (wc.status == WcStatus::remote_access_error) shared_.counters.wc_remote_access.fetch_add(1);
+      else if (wc.status == WcStatus::rnr_retry_exceeded) shared_.counters.rnr_events.fetch_add(1);
+      else shared_.counters.wc_other_errors.fetch_add(1);
+    }
+  }
+  if (ctx->kind == WrCtx::Kind::recv) {
+    --posted_recvs_;
+    on_recv(wc, ctx);
+  } else {
+    on_send_queue_completion(wc, ctx);
+  }
+  if (state_ == State::closing) finish_if_drained();
+}
+
+void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
+  if (wc.status != WcStatus::success || state_ == State::closing || state_ == State::closed) {
+    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+    free_ctx(ctx);
+    if (wc.status != WcStatus::success && wc.status != WcStatus::flushed)
+      fault(to_error(wc.status), fmt::format("receive completed with {}", to_string(wc.status)));
+    return;
+  }
+  if (paused_ || !started_) {
+    held_.emplace_back(wc, ctx);  // not re-posted: no credits go back while paused
+    return;
+  }
+  process_recv(wc, ctx);
+}
+
+void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(ctx->buf->data());
+  SendHeader h;
+  std::string_view why;
+  if (const auto ec = SendHeader::decode({p, std::min<std::size_t>(wc.byte_len, ctx->buf->capacity())}, h, &why)) {
+    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+    free_ctx(ctx);
+    return fault(ec, fmt::format("malformed SEND from the peer: {}", why));
+  }
+  shared_.counters.rx_sends.fetch_add(1, std::memory_order_relaxed);
+  if (!credits_->on_returned(h.credits_returned)) {
+    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+    free_ctx(ctx);
+    return fault(errc::malformed_frame, "peer returned more credits than it was granted");
+  }
+  shared_.counters.credits_returned.fetch_add(h.credits_returned, std::memory_order_relaxed);
+  bool data_class = true;
+  switch (h.type) {
+    case SendType::stream:
+      inq_.push_back({BufferList::copy_of(p + SendHeader::kSize, h.length), nullptr});
+      break;
+    case SendType::read_request: {
+      auto t = std::make_unique<InTransfer>();
+      t->id = h.id;
+      t->length = h.length;
+      const std::size_t n = (wc.byte_len - SendHeader::kSize) / ReadDescriptor::kSize;
+      std::uint64_t total = 0;
+      bool ok = n <= kMaxDescriptors;
+      for (std::size_t i = 0; ok && i < n; ++i) {
+        const ReadDescriptor d = ReadDescriptor::decode(p + SendHeader::kSize + i * ReadDescriptor::kSize);
+        ok = d.length > 0;
+        total += d.length;
+        t->regions.push_back(d);
+      }
+      const auto limit = shared_.opts.common.frame_limits.max_segment;
+      if (!ok || total != h.length || total > limit) {
+        shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+        free_ctx(ctx);
+        return fault(errc::malformed_frame,
+                     total > limit ? fmt::format("peer offered a {}-byte segment (limit {})", total, limit)
+                                   : std::string("read request descriptors disagree with its length"));
+      }
+      read_queue_.push_back(t.get());
+      inq_.push_back({BufferList{}, std::move(t)});
+      break;
+    }
+    case SendType::read_done:
+      if (out_transfers_.erase(h.id) == 0) {
+        shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+        free_ctx(ctx);
+        return fault(errc::malformed_frame, "read_done for a transfer that does not exist");
+      }
+      break;
+    case SendType::credit_update:
+      data_class = false;
+      break;
+  }
+  repost(ctx, data_class);
+  issue_reads();
+  drain_inbound();
+  pump();
+}
+
+void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
+  // Completions on the send queue arrive in posting order; an unsignaled WR
+  // is complete once a later one is.
+  while (!sq_fifo_.empty()) {
+    WrCtx* e = sq_fifo_.front();
+    sq_fifo_.pop_front();
+    if (e->kind == WrCtx::Kind::send) {
+      shared_.send_pool->put(e->buf, &worker_.send_cache());
+    } else if (e->kind == WrCtx::Kind::read && e->transfer != nullptr) {
+      --e->transfer->reads_outstanding;
+    }
+    free_ctx(e);
+    if (e == ctx) break;
+  }
+  if (wc.status != WcStatus::success) {
+    if (wc.status == WcStatus::flushed) return;
+    std::string why = fmt::format("{} completed with {}", ctx->kind == WrCtx::Kind::read ? "RDMA READ" : "SEND",
+                                  to_string(wc.status));
+    if (wc.status == WcStatus::remote_access_error && ctx->kind == WrCtx::Kind::read)
+      why += " (the peer advertised memory outside what it registered)";
+    else if (wc.status == WcStatus::retry_exceeded)
+      why += " (the peer stopped answering)";
+    else if (wc.status == WcStatus::rnr_retry_exceeded)
+      why += " (receiver not ready: a credit accounting bug)";
+    return fault(to_error(wc.status), std::move(why));
+  }
+  issue_reads();
+  drain_inbound();
+  pump();
+}
+
+// ---------------------------------------------------------------- READs
+
+void RdmaConnection::issue_reads() {
+  if (state_ != State::established) return;
+  const std::size_t chunk = shared_.opts.buffer_size;
+  while (!read_queue_.empty()) {
+    InTransfer* t = read_queue_.front();
+    while (!t->issued_all) {
+      if (sq_fifo_.size() >= sq_depth_) return flush_batch();
+      PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
+      if (buf == nullptr) {
+        flush_batch();
+        schedule_retry();  // buffers come back as messages are released
+        return;
+      }
+      const ReadDescriptor& r = t->regions[t->next_region];
+      const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(chunk, r.length - t->next_offset));
+      WrCtx* ctx = new_ctx(WrCtx::Kind::read);
+      ctx->transfer = t;
+      ctx->len = n;
+      sges_.push_back({reinterpret_cast<std::uint64_t>(buf->data()), n, buf->keys().lkey});
+      SendWr wr;
+      wr.wr_id = reinterpret_cast<std::uint64_t>(ctx);
+      wr.opcode = Opcode::rdma_read;
+      wr.num_sge = 1;
+      wr.remote_addr = r.addr + t->next_offset;
+      wr.rkey = r.rkey;
+      batch_.push_back(wr);
+      sq_fifo_.push_back(ctx);
+      t->chunks.emplace_back(buf, n);
+      ++t->reads_outstanding;
+      shared_.counters.rdma_reads.fetch_add(1, std::memory_order_relaxed);
+      t->next_offset += n;
+      if (t->next_offset == r.length) {
+        ++t->next_region;
+        t->next_offset = 0;
+        t->issued_all = t->next_region == t->regions.size();
+      }
+    }
+    read_queue_.pop_front();
+  }
+  flush_batch();
+}
+
+// --------------------------------------------------------------- inbound
+
+void RdmaConnection::drain_inbound() {
+  while (!inq_.empty() && !paused_ && handler_ != nullptr && state_ == State::established) {
+    InItem& item = inq_.front();
+    BufferList bytes;
+    if (item.transfer) {
+      if (!item.transfer->ready()) break;
+      for (auto& [buf, len] : item.transfer->chunks) bytes.append(BufferPool::wrap(buf, len));
+      item.transfer->chunks.clear();
+      outq_.push_front(OutItem::control(OutItem::Kind::read_done, item.transfer->id));
+    } else {
+      bytes = std::move(item.bytes);
+    }
+    inq_.pop_front();
+    feed(std::move(bytes));
+  }
+  pump();
+}
+
+void RdmaConnection::feed(BufferList&& bytes) {
+  shared_.counters.rx_bytes.fetch_add(bytes.length(), std::memory_order_relaxed);
+  if (!banner_done_) {
+    banner_buf_.append(std::move(bytes));
+    const proto::BannerResult r = proto::decode_banner(banner_buf_);
+    if (r.error) return fault(r.error, std::string(r.reason));
+    if (r.consumed == 0) return;
+    const auto neg = proto::negotiate(my_banner_, r.banner);
+    if (!neg) return fault(errc::unsupported_protocol, "msgr2 banner: feature masks are incompatible");
+    rev_ = neg->rev;
+    banner_done_ = true;
+    decoder_.emplace(rev_, shared_.opts.common.frame_limits);
+    banner_buf_.consume_front(r.consumed);
+    bytes = std::move(banner_buf_);
+    banner_buf_.clear();
+    handler_->on_established(*neg);
+    if (handler_ == nullptr) return;
+  }
+  if (!bytes.empty()) decoder_->feed(std::move(bytes));
+  deliver_frames();
+}
+
+void RdmaConnection::deliver_frames() {
+  if (!decoder_) return;
+  while (handler_ != nullptr && !paused_ && state_ == State::established) {
+    proto::Frame f;
+    switch (decoder_->next(f)) {
+      case proto::FrameDecoder::Status::need_more:
+        return;
+      case proto::FrameDecoder::Status::error:
+        return fault(decoder_->error(), std::string(decoder_->error_reason()));
+      case proto::FrameDecoder::Status::frame:
+        shared_.counters.rx_messages.fetch_add(1, std::memory_order_relaxed);
+        handler_->on_frame(std::move(f));
+        break;
+    }
+  }
+}
+
+}  // namespace siphon::rdma

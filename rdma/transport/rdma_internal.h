@@ -1,0 +1,315 @@
+// Internals of the RDMA stack shared by rdma_stack.cc, rdma_worker.cc,
+// rdma_connection.cc and rdma_datapath.cc. Not part of the public interface.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "msgr/base/clock.h"
+#include "msgr/proto/frame.h"
+#include "msgr/transport/transport.h"
+#include "rdma/provider.h"
+#include "rdma/transport/buffer_pool.h"
+#include "rdma/transport/counters.h"
+#include "rdma/transport/credits.h"
+#include "rdma/transport/options.h"
+#include "rdma/transport/wire.h"
+
+namespace siphon::rdma {
+
+class RdmaConnection;
+class RdmaWorker;
+
+// Registers pool slabs and transfer regions on the stack's PD.
+class PdRegistrar final : public Registrar {
+ public:
+  PdRegistrar(ProtectionDomain& pd, std::uint32_t access) noexcept : pd_(pd), access_(access) {}
+  std::error_code register_region(void* addr, std::size_t len, RegionKeys& keys) override;
+  void deregister_region(const RegionKeys& keys) noexcept override;
+
+ private:
+  ProtectionDomain& pd_;
+  std::uint32_t access_;
+  std::mutex mu_;
+  std::unordered_map<std::uint64_t, std::unique_ptr<MemoryRegion>> mrs_;
+  std::uint64_t next_id_ = 1;
+};
+
+struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
+  RdmaOptions opts;
+  Provider& provider;
+  RdmaCounters counters;
+  std::unique_ptr<Device> device;
+  std::unique_ptr<ProtectionDomain> pd;
+  std::unique_ptr<PdRegistrar> registrar;
+  std::unique_ptr<BufferPool> send_pool;
+  std::unique_ptr<BufferPool> recv_pool;
+  std::unique_ptr<EventChannel> channel;
+  std::vector<std::shared_ptr<RdmaWorker>> workers;
+
+  // CmId -> connection, for routing CM events (served on worker 0) to the
+  // connection's worker. Guarded by mu.
+  std::mutex mu;
+  std::unordered_map<CmId*, std::weak_ptr<RdmaConnection>> by_id;
+  struct Listener {
+    std::unique_ptr<CmId> id;
+    transport::AcceptHandler on_accept;
+  };
+  std::vector<std::unique_ptr<Listener>> listeners;
+  std::atomic<std::size_t> connections{0};
+  std::atomic<bool> stopping{false};
+  std::atomic<std::size_t> round_robin{0};
+
+  RdmaShared(Provider& p, RdmaOptions o) : opts(std::move(o)), provider(p) {}
+  RdmaWorker& least_loaded() noexcept;
+  // Derived per-connection receive geometry.
+  std::uint32_t window() const noexcept { return opts.credits; }
+  std::uint32_t recvs_per_qp() const noexcept { return opts.credits + kUpdateSlots; }
+};
+
+class RdmaWorker final : public transport::Worker, public std::enable_shared_from_this<RdmaWorker> {
+ public:
+  RdmaWorker(RdmaShared& shared, std::size_t index);
+  ~RdmaWorker() override;
+
+  boost::asio::io_context& io() noexcept override { return io_; }
+  std::size_t index() const noexcept override { return index_; }
+  bool in_worker_thread() const noexcept override { return std::this_thread::get_id() == thread_id_; }
+  void post(std::function<void()> fn) override;
+
+  void start();
+  void stop_and_join();
+
+  CompletionQueue& cq() noexcept { return *cq_; }
+  PoolCache& send_cache() noexcept { return *send_cache_; }
+  PoolCache& recv_cache() noexcept { return *recv_cache_; }
+  // Connections on this worker (open or draining); only on the worker.
+  void add(const std::shared_ptr<RdmaConnection>& c);
+  void remove(std::uint32_t qp_num);
+  std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  // Reserves CQ entries for a QP; false when the CQ cannot take it.
+  bool reserve_cq(std::uint32_t entries) noexcept;
+  void release_cq(std::uint32_t entries) noexcept;
+  // Closes every connection (stack shutdown); on the worker.
+  void close_all();
+  // Starts serving the CM event channel (worker 0 only).
+  void serve_cm();
+
+ private:
+  void poll_loop();
+  std::size_t poll_batch();
+  void start_polling();
+  void wait_cq();
+  std::size_t drain_cm();
+  void sweep_cm();
+  void wait_cm();
+  void on_cm_readable();
+
+  RdmaShared& shared_;
+  std::size_t index_;
+  boost::asio::io_context io_;
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
+  std::thread thread_;
+  std::thread::id thread_id_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
+  std::unique_ptr<boost::asio::steady_timer> cm_sweep_;
+  std::unique_ptr<PoolCache> send_cache_, recv_cache_;
+  std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;
+  std::atomic<std::size_t> load_{0};
+  std::atomic<std::uint32_t> cq_reserved_{0};
+  std::uint32_t cq_capacity_ = 0;
+  bool polling_ = false;
+  bool cq_wait_pending_ = false;
+  bool cm_wait_pending_ = false;
+  bool stopped_ = false;
+  MonoClock::time_point idle_since_{};
+};
+
+// Work-request contexts: wr_id is a pointer to one of these, owned by the
+// connection, valid until its completion has been seen.
+struct WrCtx {
+  enum class Kind : std::uint8_t { recv, send, read } kind;
+  PoolBuffer* buf = nullptr;
+  std::uint32_t len = 0;
+  struct InTransfer* transfer = nullptr;  // read: the transfer it fills
+};
+
+// A bulk transfer we are pulling from the peer with RDMA READs.
+struct InTransfer {
+  std::uint64_t id = 0;
+  std::uint64_t length = 0;
+  std::vector<ReadDescriptor> regions;
+  std::size_t next_region = 0;       // first region not fully issued
+  std::uint64_t next_offset = 0;     // offset inside it
+  std::size_t reads_outstanding = 0;
+  std::vector<std::pair<PoolBuffer*, std::uint32_t>> chunks;  // in order
+  bool issued_all = false;
+  bool ready() const noexcept { return issued_all && reads_outstanding == 0; }
+};
+
+// A bulk transfer the peer is pulling from us: the data stays referenced and
+// its regions registered for remote read until the peer's read_done.
+struct OutTransfer {
+  BufferList data;
+  std::vector<std::unique_ptr<MemoryRegion>> mrs;
+};
+
+class RdmaConnection final : public transport::Connection {
+ public:
+  RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::unique_ptr<CmId> id, bool client,
+                 NetAddress peer);
+  ~RdmaConnection() override;
+
+  // transport::Connection
+  void start(transport::ConnectionHandler& handler, const proto::Banner& mine) override;
+  std::error_code send(proto::Frame&& frame) override;
+  std::size_t queued_bytes() const noexcept override { return queued_bytes_; }
+  void pause_receive(bool paused) override;
+  void close() override;
+  transport::Worker& worker() noexcept override;
+  const NetAddress& peer_address() const noexcept override { return peer_; }
+  const NetAddress& local_address() const noexcept override { return local_; }
+  bool is_client() const noexcept override { return client_; }
+
+  // --- setup, on the worker (rdma_connection.cc)
+  CmId* cm_id() const noexcept { return id_.get(); }
+  // Client: address resolved -> resolve route; route resolved -> QP + connect.
+  void on_cm_event(CmEvent& ev);
+  // Server side of a connect request: creates the QP and accepts, or rejects.
+  void accept_request(const ConnectInfo& peer_info, transport::AcceptHandler on_accept);
+  void set_connect_handler(transport::ConnectHandler done) { connect_done_ = std::move(done); }
+  void begin_connect();
+
+  // --- data path, on the worker (rdma_datapath.cc)
+  void on_completion(const Wc& wc);
+  std::uint32_t qp_num() const noexcept { return qp_ ? qp_->qp_num() : 0; }
+  bool drained() const noexcept;
+
+ private:
+  enum class State { resolving, connecting, accepting, established, closing, closed };
+
+  // setup and teardown
+  std::error_code create_qp();
+  ConnectInfo my_info() const noexcept;
+  void established(const ConnectInfo& peer);
+  void fail_setup(std::error_code ec, std::string reason);
+  void fault(std::error_code ec, std::string reason);
+  void begin_drain();
+  void finish_if_drained();
+
+  // data path
+  std::error_code post_initial_receives();
+  void repost(WrCtx* ctx, bool data_class);
+  void on_recv(const Wc& wc, WrCtx* ctx);
+  void on_send_queue_completion(const Wc& wc, WrCtx* ctx);
+  void pump();
+  void add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload);
+  void flush_batch();
+  void issue_reads();
+  void drain_inbound();
+  void feed(BufferList&& bytes);
+  void deliver_frames();
+  void process_recv(const Wc& wc, WrCtx* ctx);
+  void maybe_writable();
+  void schedule_retry();
+  std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
+  WrCtx* new_ctx(WrCtx::Kind kind);
+  void free_ctx(WrCtx* ctx) noexcept;
+
+  // A ConnectionRef may outlive the stack: these keep the PD, pools, CQ and
+  // device alive until the last connection is gone. (The cycle through the
+  // workers' connection maps is broken by RdmaStack::stop().)
+  std::shared_ptr<RdmaShared> keep_shared_;
+  std::shared_ptr<RdmaWorker> keep_worker_;
+  RdmaShared& shared_;
+  RdmaWorker& worker_;
+  std::unique_ptr<CmId> id_;
+  std::unique_ptr<QueuePair> qp_;
+  bool client_;
+  NetAddress peer_, local_;
+  State state_;
+  transport::ConnectHandler connect_done_;
+  transport::AcceptHandler accept_done_;
+  transport::ConnectionHandler* handler_ = nullptr;
+  bool cq_reserved_ = false;
+  std::uint32_t cq_entries_ = 0;
+  std::uint32_t sq_depth_ = 0;
+  std::uint32_t max_inline_ = 0;
+
+  // flow control
+  std::optional<CreditState> credits_;
+  ConnectInfo peer_info_{};
+  MonoClock::time_point stalled_since_{};
+  bool stalled_ = false;
+
+  // outbound
+  struct OutItem {
+    enum class Kind : std::uint8_t { stream, read_request, read_done } kind = Kind::stream;
+    BufferList bytes;          // stream
+    std::uint64_t id = 0;      // read_request / read_done
+    std::vector<ReadDescriptor> regions;  // read_request
+    std::uint64_t length = 0;  // read_request
+    static OutItem stream(BufferList b) {
+      OutItem i;
+      i.kind = Kind::stream;
+      i.bytes = std::move(b);
+      return i;
+    }
+    static OutItem control(Kind k, std::uint64_t id) {
+      OutItem i;
+      i.kind = k;
+      i.id = id;
+      return i;
+    }
+  };
+  std::deque<OutItem> outq_;
+  std::size_t queued_bytes_ = 0;
+  bool over_high_water_ = false;
+  std::deque<WrCtx*> sq_fifo_;  // WRs on the send queue, in posting order
+  std::uint32_t unsignaled_ = 0;
+  std::map<std::uint64_t, OutTransfer> out_transfers_;
+  std::uint64_t next_transfer_id_ = 1;
+
+  // inbound
+  std::uint32_t posted_recvs_ = 0;
+  std::deque<std::pair<Wc, WrCtx*>> held_;  // completions held while paused
+  struct InItem {
+    BufferList bytes;
+    std::unique_ptr<InTransfer> transfer;  // set: bulk bytes pulled by READ
+  };
+  std::deque<InItem> inq_;
+  std::deque<InTransfer*> read_queue_;  // transfers with reads left to issue
+  bool paused_ = false;
+  bool started_ = false;
+  proto::Banner my_banner_{};
+  bool banner_done_ = false;
+  BufferList banner_buf_;
+  std::optional<proto::FrameDecoder> decoder_;
+  proto::FrameRev rev_ = proto::FrameRev::rev1;
+
+  std::unique_ptr<boost::asio::steady_timer> retry_timer_;
+  bool retry_pending_ = false;
+  std::vector<SendWr> batch_;  // reused: the data path does not allocate per post
+  std::vector<Sge> sges_;
+  std::vector<std::unique_ptr<WrCtx>> ctx_storage_;
+  std::vector<WrCtx*> ctx_free_;
+  bool faulted_ = false;
+  bool counted_active_ = false;
+};
+
+}  // namespace siphon::rdma

@@ -1,0 +1,298 @@
+#include "rdma/transport/rdma_stack.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/transport/rdma_internal.h"
+
+namespace siphon::rdma {
+
+std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
+  std::map<std::string, std::uint64_t> m;
+#define SIPHON_COUNTER(n) m[#n] = n.load(std::memory_order_relaxed);
+  SIPHON_COUNTER(connections_created) SIPHON_COUNTER(connections_active)
+  SIPHON_COUNTER(connections_rejected) SIPHON_COUNTER(qps_created) SIPHON_COUNTER(qps_active)
+  SIPHON_COUNTER(tx_messages) SIPHON_COUNTER(tx_bytes) SIPHON_COUNTER(rx_messages)
+  SIPHON_COUNTER(rx_bytes) SIPHON_COUNTER(tx_sends) SIPHON_COUNTER(rx_sends)
+  SIPHON_COUNTER(credits_granted) SIPHON_COUNTER(credits_spent) SIPHON_COUNTER(credits_returned)
+  SIPHON_COUNTER(credit_updates_sent) SIPHON_COUNTER(credit_stalls) SIPHON_COUNTER(credit_stall_ns)
+  SIPHON_COUNTER(rnr_events) SIPHON_COUNTER(wc_errors) SIPHON_COUNTER(wc_flushed)
+  SIPHON_COUNTER(wc_retry_exceeded) SIPHON_COUNTER(wc_remote_access) SIPHON_COUNTER(wc_other_errors)
+  SIPHON_COUNTER(zero_copy_transfers) SIPHON_COUNTER(zero_copy_bytes) SIPHON_COUNTER(tx_copied_bytes)
+  SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(send_buffer_stalls)
+#undef SIPHON_COUNTER
+  return m;
+}
+
+std::error_code PdRegistrar::register_region(void* addr, std::size_t len, RegionKeys& keys) {
+  std::error_code ec;
+  auto mr = pd_.reg_mr(addr, len, access_, ec);
+  if (!mr) return ec ? ec : make_error_code(errc::memory_registration_failed);
+  keys.lkey = mr->lkey();
+  keys.rkey = mr->rkey();
+  std::lock_guard lk(mu_);
+  keys.region_id = next_id_++;
+  mrs_.emplace(keys.region_id, std::move(mr));
+  return {};
+}
+
+void PdRegistrar::deregister_region(const RegionKeys& keys) noexcept {
+  std::lock_guard lk(mu_);
+  mrs_.erase(keys.region_id);
+}
+
+namespace {
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace
+
+RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
+    : shared_(std::make_shared<RdmaShared>(provider, std::move(options))) {
+  RdmaShared& s = *shared_;
+  const RdmaOptions& o = s.opts;
+  if (o.common.async_op_threads == 0)
+    throw SetupError(errc::config_error, "ms_async_op_threads = 0", "use at least 1 worker thread");
+  if (o.credits < 2 || o.credits > 4096)
+    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_credits = {}", o.credits),
+                     "use a value in [2, 4096]");
+  if (o.buffer_size < 4096 || o.buffer_size > (16u << 20))
+    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_buffer_size = {}", o.buffer_size),
+                     "use a value in [4K, 16M]");
+
+  const std::vector<std::string> found = provider.list_devices();
+  std::string name = o.device_name;
+  if (name.empty()) {
+    if (found.empty())
+      throw SetupError(errc::no_device, fmt::format("no RDMA device found by the {} provider", provider.name()),
+                       "set ms_async_rdma_device_name = soft0 to use the software fabric, or load a driver "
+                       "(for Soft-RoCE: rdma link add rxe0 type rxe netdev <if>)");
+    name = found.front();
+  }
+  std::error_code ec;
+  s.device = provider.open_device(name, ec);
+  if (!s.device) {
+    throw SetupError(ec ? ec : make_error_code(errc::device_not_found),
+                     fmt::format("RDMA device '{}' not found by the {} provider (devices present: {})", name,
+                                 provider.name(), join(found)),
+                     found.empty() ? "set ms_async_rdma_device_name = soft0 to use the software fabric"
+                                   : "set ms_async_rdma_device_name to one of the devices present");
+  }
+  PortAttr port;
+  if (const auto pec = s.device->query_port(o.port_num, port))
+    throw SetupError(pec, fmt::format("{}: port {} cannot be queried", name, o.port_num),
+                     "set ms_async_rdma_port_num to a port of the device (1-based)");
+  if (port.state != PortState::active)
+    throw SetupError(errc::not_connected, fmt::format("{}: port {} is not ACTIVE", name, o.port_num),
+                     "bring the link up or choose another port with ms_async_rdma_port_num");
+  s.pd = s.device->alloc_pd(ec);
+  if (!s.pd) throw SetupError(ec, fmt::format("{}: cannot allocate a protection domain", name), "");
+  s.registrar = std::make_unique<PdRegistrar>(*s.pd, kLocalWrite);
+  const std::size_t per_slab = std::max<std::size_t>(1, (4u << 20) / o.buffer_size);
+  s.send_pool = std::make_unique<BufferPool>(
+      PoolConfig{"rdma-send", o.buffer_size, o.send_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
+  s.recv_pool = std::make_unique<BufferPool>(
+      PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
+  s.channel = provider.create_event_channel(ec);
+  if (!s.channel)
+    throw SetupError(ec, fmt::format("the {} provider cannot create a connection-manager event channel", provider.name()),
+                     provider.name() == "verbs" ? "load rdma_ucm (modprobe rdma_ucm) so /dev/infiniband/rdma_cm exists"
+                                                : "");
+  for (std::size_t i = 0; i < o.common.async_op_threads; ++i)
+    s.workers.push_back(std::make_shared<RdmaWorker>(s, i));
+  SIPHON_LOG(rdma, 1, "async+rdma on {} ({} provider) port {}: {} workers, {} credits x {} B per connection",
+             name, provider.name(), o.port_num, s.workers.size(), o.credits, o.buffer_size);
+}
+
+RdmaStack::~RdmaStack() { stop(); }
+
+std::size_t RdmaStack::worker_count() const noexcept { return shared_->workers.size(); }
+transport::Worker& RdmaStack::worker(std::size_t i) noexcept { return *shared_->workers[i]; }
+
+RdmaWorker& RdmaShared::least_loaded() noexcept {
+  std::size_t best = round_robin.fetch_add(1) % workers.size();
+  for (std::size_t i = 0; i < workers.size(); ++i)
+    if (workers[i]->load() < workers[best]->load()) best = i;
+  return *workers[best];
+}
+
+transport::Worker& RdmaStack::pick_worker() noexcept { return shared_->least_loaded(); }
+
+void RdmaStack::start() {
+  for (auto& w : shared_->workers) w->start();
+  shared_->workers.front()->post([w = shared_->workers.front()] { w->serve_cm(); });
+}
+
+void RdmaStack::stop() {
+  RdmaShared& s = *shared_;
+  if (s.stopping.exchange(true)) return;
+  {
+    std::lock_guard lk(s.mu);
+    s.listeners.clear();
+  }
+  for (auto& w : s.workers) w->stop_and_join();
+}
+
+const RdmaOptions& RdmaStack::options() const noexcept { return shared_->opts; }
+const RdmaCounters& RdmaStack::counters() const noexcept { return shared_->counters; }
+const DeviceAttr& RdmaStack::device_attr() const noexcept { return shared_->device->attr(); }
+std::size_t RdmaStack::registered_bytes() const noexcept {
+  return shared_->send_pool->registered_bytes() + shared_->recv_pool->registered_bytes();
+}
+std::size_t RdmaStack::buffers_in_use() const noexcept {
+  return shared_->send_pool->buffers_in_use() + shared_->recv_pool->buffers_in_use();
+}
+std::size_t RdmaStack::connection_count() const noexcept { return shared_->connections.load(); }
+
+std::error_code RdmaStack::listen(const NetAddress& addr, transport::AcceptHandler on_accept,
+                                  NetAddress& bound) {
+  RdmaShared& s = *shared_;
+  std::error_code ec;
+  auto l = std::make_unique<RdmaShared::Listener>();
+  l->id = s.channel->create_id(ec);
+  if (!l->id) return ec;
+  if ((ec = l->id->bind(addr))) return ec;
+  if ((ec = l->id->listen(512))) return ec;
+  bound = l->id->local_address();
+  l->on_accept = std::move(on_accept);
+  l->id->context = l.get();
+  std::lock_guard lk(s.mu);
+  s.listeners.push_back(std::move(l));
+  SIPHON_LOG(rdma, 5, "listening on {}", bound.to_string());
+  return {};
+}
+
+void RdmaStack::connect(const NetAddress& peer, transport::Worker& w, transport::ConnectHandler done) {
+  RdmaShared& s = *shared_;
+  auto& worker = static_cast<RdmaWorker&>(w);
+  std::error_code ec;
+  std::unique_ptr<CmId> id = s.channel->create_id(ec);
+  if (!id) {
+    worker.post([done = std::move(done), ec] { done(ec, nullptr); });
+    return;
+  }
+  auto conn = std::make_shared<RdmaConnection>(s, worker, std::move(id), true, peer);
+  conn->set_connect_handler(std::move(done));
+  {
+    std::lock_guard lk(s.mu);
+    s.by_id[conn->cm_id()] = conn;
+  }
+  worker.post([conn] { conn->begin_connect(); });
+}
+
+// --- CM events, served on worker 0
+
+void RdmaWorker::serve_cm() {
+  cm_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(shared_.channel->fd()));
+  cm_sweep_ = std::make_unique<boost::asio::steady_timer>(io_);
+  wait_cm();
+  sweep_cm();
+}
+
+// A slow sweep of the CM channel besides the fd wait: connection management
+// is rare, so a 100 ms poll costs nothing, and it keeps a provider whose
+// channel fd misses an edge from stalling connection setup forever.
+void RdmaWorker::sweep_cm() {
+  cm_sweep_->expires_after(std::chrono::milliseconds(100));
+  cm_sweep_->async_wait([this](const boost::system::error_code& e) {
+    if (e || stopped_) return;
+    if (drain_cm() > 0) SIPHON_LOG(rdma, 5, "worker {}: CM events found by the sweep, not the fd", index_);
+    sweep_cm();
+  });
+}
+
+// The wait is queued before the channel is drained (see wait_cq in
+// rdma_worker.cc): with edge-triggered descriptors an event arriving between
+// the drain and the wait would otherwise be lost.
+void RdmaWorker::wait_cm() {
+  if (stopped_) return;
+  if (!cm_wait_pending_) {
+    cm_wait_pending_ = true;
+    cm_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [this](const boost::system::error_code& e) {
+                         cm_wait_pending_ = false;
+                         SIPHON_LOG(rdma, 20, "worker {}: CM channel readable ({})", index_, e.message());
+                         if (!e && !stopped_) on_cm_readable();
+                       });
+  }
+  boost::asio::post(io_, [this] {
+    if (!stopped_) drain_cm();
+  });
+}
+
+void RdmaWorker::on_cm_readable() {
+  drain_cm();
+  wait_cm();
+}
+
+std::size_t RdmaWorker::drain_cm() {
+  std::size_t drained = 0;
+  SIPHON_LOG(rdma, 20, "worker {}: draining the CM channel", index_);
+  RdmaShared& s = shared_;
+  CmEvent ev;
+  while (s.channel->get_event(ev)) {
+    ++drained;
+    SIPHON_LOG(rdma, 10, "cm event {} on id {}", to_string(ev.type), static_cast<void*>(ev.id));
+    auto event = std::make_shared<CmEvent>(std::move(ev));
+    ev = CmEvent{};
+    if (event->type == CmEventType::connect_request) {
+      RdmaShared::Listener* listener = nullptr;
+      {
+        std::lock_guard lk(s.mu);
+        for (auto& l : s.listeners)
+          if (l->id.get() == event->id) listener = l.get();
+      }
+      std::unique_ptr<CmId> nid = std::move(event->new_id);
+      if (nid == nullptr) continue;
+      auto reject = [&](RejectReason why, std::string_view what) {
+        s.counters.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+        SIPHON_LOG(rdma, 1, "rejecting RDMA connection from {}: {}", nid->peer_address().to_string(), what);
+        const auto info = RejectInfo{why, kWireVersion}.encode();
+        (void)nid->reject(info);
+      };
+      ConnectInfo peer_info;
+      std::string_view why;
+      if (listener == nullptr || s.stopping) {
+        reject(RejectReason::shutting_down, "not listening");
+      } else if (const auto dec = ConnectInfo::decode(event->private_data, peer_info, &why)) {
+        reject(dec == errc::unsupported_protocol ? RejectReason::version_unsupported
+                                                 : RejectReason::bad_parameters, why);
+      } else if (s.connections.load() >= s.opts.max_connections) {
+        reject(RejectReason::too_many_connections, "ms_async_rdma_max_connections reached");
+      } else {
+        RdmaWorker& target = s.least_loaded();
+        const NetAddress peer = nid->peer_address();
+        auto conn = std::make_shared<RdmaConnection>(s, target, std::move(nid), false, peer);
+        {
+          std::lock_guard lk(s.mu);
+          s.by_id[conn->cm_id()] = conn;
+        }
+        target.post([conn, peer_info, on_accept = listener->on_accept] {
+          conn->accept_request(peer_info, on_accept);
+        });
+      }
+      continue;
+    }
+    std::shared_ptr<RdmaConnection> conn;
+    {
+      std::lock_guard lk(s.mu);
+      auto it = s.by_id.find(event->id);
+      if (it != s.by_id.end()) conn = it->second.lock();
+    }
+    if (!conn) {  // the connection is gone; nothing to do
+      SIPHON_LOG(rdma, 10, "cm event {} for an id with no connection", to_string(event->type));
+      continue;
+    }
+    conn->worker().post([conn, event] { conn->on_cm_event(*event); });
+  }
+  return drained;
+}
+
+}  // namespace siphon::rdma

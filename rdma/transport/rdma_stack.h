@@ -1,0 +1,72 @@
+// The RDMA stack (ms_type = async+rdma): msgr2 frames over RC queue pairs,
+// built only on rdma/provider.h, so it runs on hardware through rdma-core
+// and on the software fabric alike (docs/rdma-transport.md).
+//
+//   RdmaStack       opens the device, owns the protection domain, the
+//                   registered send and receive pools, the rdma-cm event
+//                   channel (served on worker 0) and `ms_async_op_threads`
+//                   RdmaWorkers.
+//   RdmaWorker      one thread, one io_context, one completion queue shared
+//                   by its connections; spins on the CQ for
+//                   ms_async_rdma_polling_us, then arms it and sleeps on the
+//                   channel fd through Asio.
+//   RdmaConnection  one RC QP (rdma_connection.h): connection setup, credits,
+//                   SEND/READ data path, teardown that drains before it
+//                   destroys anything.
+//
+// Any failure in setup or on the data path faults that connection only; the
+// session layer above reconnects and replays exactly as on TCP.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "msgr/transport/transport.h"
+#include "rdma/provider.h"
+#include "rdma/transport/counters.h"
+#include "rdma/transport/options.h"
+
+namespace siphon::rdma {
+
+struct RdmaShared;
+class RdmaWorker;
+
+class RdmaStack final : public transport::Stack {
+ public:
+  // Opens `options.device_name` on `provider` (which must outlive the stack)
+  // and creates the PD, pools and CQs. Throws SetupError naming the cause and
+  // the remedy (no device, no such device -- listing those found, port not
+  // active, resources).
+  RdmaStack(Provider& provider, RdmaOptions options);
+  ~RdmaStack() override;
+  RdmaStack(const RdmaStack&) = delete;
+  RdmaStack& operator=(const RdmaStack&) = delete;
+
+  std::string_view type() const noexcept override { return "async+rdma"; }
+  std::size_t worker_count() const noexcept override;
+  transport::Worker& worker(std::size_t i) noexcept override;
+  transport::Worker& pick_worker() noexcept override;
+  void start() override;
+  void stop() override;
+  std::error_code listen(const NetAddress& addr, transport::AcceptHandler on_accept,
+                         NetAddress& bound) override;
+  void connect(const NetAddress& peer, transport::Worker& worker,
+               transport::ConnectHandler done) override;
+
+  const RdmaOptions& options() const noexcept;
+  const RdmaCounters& counters() const noexcept;
+  const DeviceAttr& device_attr() const noexcept;
+  // Registered (pinned) bytes of the send and receive pools right now.
+  std::size_t registered_bytes() const noexcept;
+  // Buffers handed out by the pools and not yet returned.
+  std::size_t buffers_in_use() const noexcept;
+  // Connections open or still draining.
+  std::size_t connection_count() const noexcept;
+
+ private:
+  std::shared_ptr<RdmaShared> shared_;
+};
+
+}  // namespace siphon::rdma

@@ -1,0 +1,165 @@
+// RdmaWorker: one thread, one io_context, one completion queue.
+//
+// Polling (docs/architecture.md §2): after completions, keep polling (as a
+// posted handler, so other work on the worker interleaves) until the CQ has
+// been empty for ms_async_rdma_polling_us; then arm the CQ, poll once more
+// to close the race with a completion that arrived before arming, and wait
+// for the channel fd through Asio.
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/transport/rdma_internal.h"
+
+namespace siphon::rdma {
+
+RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared), index_(index) {
+  const DeviceAttr& a = shared_.device->attr();
+  std::uint32_t depth = shared_.opts.cq_depth;
+  if (a.max_cqe != 0) depth = std::min(depth, a.max_cqe);
+  std::error_code ec;
+  cq_ = shared_.device->create_cq(depth, ec);
+  if (!cq_)
+    throw SetupError(ec, fmt::format("{}: cannot create a {}-entry completion queue", a.name, depth),
+                     "lower ms_async_rdma_cq_depth");
+  cq_capacity_ = cq_->capacity();
+  cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(cq_->channel_fd()));
+  send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool);
+  recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool);
+}
+
+RdmaWorker::~RdmaWorker() {
+  stop_and_join();
+  conns_.clear();
+  cq_fd_.reset();
+  cm_fd_.reset();
+  cm_sweep_.reset();
+  // Caches go back to their pools before the pools go away.
+  send_cache_.reset();
+  recv_cache_.reset();
+}
+
+void RdmaWorker::start() {
+  guard_.emplace(io_.get_executor());
+  thread_ = std::thread([this] {
+    thread_id_ = std::this_thread::get_id();
+    boost::asio::post(io_, [this] { wait_cq(); });
+    io_.run();
+  });
+}
+
+void RdmaWorker::post(std::function<void()> fn) { boost::asio::post(io_, std::move(fn)); }
+
+void RdmaWorker::stop_and_join() {
+  if (!thread_.joinable()) return;
+  // Close every connection on the worker and give their drains a moment:
+  // teardown waits for flushed completions before destroying QPs.
+  boost::asio::post(io_, [this] { close_all(); });
+  const auto deadline = MonoClock::now() + std::chrono::seconds(2);
+  while (MonoClock::now() < deadline && load_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  boost::asio::post(io_, [this] {
+    stopped_ = true;
+    if (cq_fd_) cq_fd_->cancel();
+    if (cm_fd_) cm_fd_->cancel();
+    if (cm_sweep_) cm_sweep_->cancel();
+    guard_.reset();
+    io_.stop();
+  });
+  thread_.join();
+  // Run what is still queued (cancelled waits, posted closes) while every
+  // member is alive, then drop the connections: QPs go before the CQ.
+  io_.restart();
+  io_.poll();
+  if (!conns_.empty())
+    SIPHON_LOG(rdma, 1, "worker {}: {} connections still draining at shutdown; destroying them", index_,
+               conns_.size());
+  conns_.clear();
+  load_.store(0);
+}
+
+void RdmaWorker::add(const std::shared_ptr<RdmaConnection>& c) {
+  conns_[c->qp_num()] = c;
+  load_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void RdmaWorker::remove(std::uint32_t qp_num) {
+  if (conns_.erase(qp_num) > 0) load_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+bool RdmaWorker::reserve_cq(std::uint32_t entries) noexcept {
+  std::uint32_t cur = cq_reserved_.load();
+  do {
+    if (cur + entries > cq_capacity_) return false;
+  } while (!cq_reserved_.compare_exchange_weak(cur, cur + entries));
+  return true;
+}
+
+void RdmaWorker::release_cq(std::uint32_t entries) noexcept { cq_reserved_.fetch_sub(entries); }
+
+void RdmaWorker::close_all() {
+  std::vector<std::shared_ptr<RdmaConnection>> all;
+  for (auto& [qpn, c] : conns_) all.push_back(c);
+  for (auto& c : all) c->close();
+}
+
+// Asio registers descriptors edge-triggered: a readiness edge that happens
+// while no wait is queued is lost. So the wait is always queued *before* the
+// CQ is armed (or the CM channel drained), and the state is checked again
+// after that; an event can then only arrive while a wait is pending.
+void RdmaWorker::wait_cq() {
+  if (stopped_) return;
+  if (!cq_wait_pending_) {
+    cq_wait_pending_ = true;
+    cq_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                       [this](const boost::system::error_code& e) {
+                         cq_wait_pending_ = false;
+                         if (e || stopped_) return;
+                         cq_->consume_events();
+                         start_polling();
+                       });
+  }
+  if (const auto ec = cq_->arm())
+    SIPHON_LOG(rdma, 0, "worker {}: arming the completion queue failed: {}", index_, ec.message());
+  // Completions that arrived before arming raise no event: poll once more.
+  if (poll_batch() > 0) start_polling();
+}
+
+void RdmaWorker::start_polling() {
+  if (polling_) return;
+  polling_ = true;
+  idle_since_ = MonoClock::now();
+  poll_loop();
+}
+
+std::size_t RdmaWorker::poll_batch() {
+  std::array<Wc, 32> wcs;
+  const std::size_t n = cq_->poll(wcs);
+  for (std::size_t i = 0; i < n; ++i) {
+    auto it = conns_.find(wcs[i].qp_num);
+    if (it == conns_.end()) continue;  // its connection is gone (torn down)
+    std::shared_ptr<RdmaConnection> c = it->second;
+    c->on_completion(wcs[i]);
+  }
+  return n;
+}
+
+void RdmaWorker::poll_loop() {
+  if (stopped_) return;
+  const std::size_t n = poll_batch();
+  const auto now = MonoClock::now();
+  if (n > 0) idle_since_ = now;
+  if (n == 0 && now - idle_since_ >= shared_.opts.polling) {
+    polling_ = false;
+    wait_cq();
+    return;
+  }
+  // The worker outlives its io_context's handlers (the thread is joined and
+  // the queue drained before it is destroyed), so `this` is safe here.
+  boost::asio::post(io_, [this] { poll_loop(); });
+}
+
+}  // namespace siphon::rdma
