@@ -1,0 +1,203 @@
+#include "compat/factory.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/soft/soft_provider.h"
+#include "rdma/transport/rdma_stack.h"
+#include "rdma/verbs/verbs_provider.h"
+
+namespace siphon::compat {
+namespace {
+
+using std::chrono::duration_cast;
+
+template <typename T>
+T narrow(std::uint64_t v) {
+  return static_cast<T>(std::min<std::uint64_t>(v, std::numeric_limits<T>::max()));
+}
+
+std::chrono::nanoseconds seconds(double s) {
+  return duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+proto::FrameLimits frame_limits(const Config& c) {
+  proto::FrameLimits l;
+  l.max_control_payload = narrow<std::uint32_t>(c.get<Opt::ms_max_control_frame_size>());
+  l.max_segment = narrow<std::uint32_t>(c.get<Opt::ms_max_segment_size>());
+  l.max_frame = c.get<Opt::ms_max_frame_size>();
+  return l;
+}
+
+transport::TransportOptions common_options(const Config& c) {
+  transport::TransportOptions t;
+  t.async_op_threads = c.get<Opt::ms_async_op_threads>();
+  t.frame_limits = frame_limits(c);
+  t.inject.socket_failures = narrow<std::uint32_t>(c.get<Opt::ms_inject_socket_failures>());
+  t.inject.delay_type = c.get<Opt::ms_inject_delay_type>();
+  t.inject.delay_max = c.get<Opt::ms_inject_delay_max>();
+  t.inject.delay_probability = c.get<Opt::ms_inject_delay_probability>();
+  return t;
+}
+
+// A stack that owns the RDMA provider it runs on (the provider must outlive
+// the stack).
+struct OwnedRdmaStack {
+  std::unique_ptr<rdma::Provider> provider;
+  std::unique_ptr<rdma::RdmaStack> stack;
+  ~OwnedRdmaStack() {
+    stack.reset();  // before the provider
+  }
+};
+
+}  // namespace
+
+transport::TcpOptions tcp_options(const Config& c) {
+  transport::TcpOptions t;
+  t.common = common_options(c);
+  t.tcp_nodelay = c.get<Opt::ms_tcp_nodelay>();
+  t.tcp_rcvbuf = c.get<Opt::ms_tcp_rcvbuf>();
+  t.tcp_listen_backlog = narrow<int>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_tcp_listen_backlog>())));
+  t.bind_port_min = narrow<std::uint16_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_bind_port_min>())));
+  t.bind_port_max = narrow<std::uint16_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_bind_port_max>())));
+  t.bind_retry_count = narrow<int>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_bind_retry_count>())));
+  t.bind_retry_delay = std::chrono::seconds(std::max<std::int64_t>(0, c.get<Opt::ms_bind_retry_delay>()));
+  t.bind_ipv4 = c.get<Opt::ms_bind_ipv4>();
+  t.bind_ipv6 = c.get<Opt::ms_bind_ipv6>();
+  return t;
+}
+
+MessengerOptions messenger_options(const Config& c) {
+  MessengerOptions m;
+  m.transport = tcp_options(c);
+  m.ms_connection_ready_timeout = std::chrono::seconds(c.get<Opt::ms_connection_ready_timeout>());
+  m.ms_connection_idle_timeout = std::chrono::seconds(c.get<Opt::ms_connection_idle_timeout>());
+  m.ms_initial_backoff = seconds(c.get<Opt::ms_initial_backoff>());
+  m.ms_max_backoff = seconds(c.get<Opt::ms_max_backoff>());
+  m.ms_dispatch_throttle_bytes = c.get<Opt::ms_dispatch_throttle_bytes>();
+  return m;
+}
+
+rdma::RdmaOptions rdma_options(const Config& c) {
+  rdma::RdmaOptions r;
+  r.common = common_options(c);
+  r.device_name = c.get<Opt::ms_async_rdma_device_name>();
+  r.port_num = narrow<std::uint8_t>(c.get<Opt::ms_async_rdma_port_num>());
+  // Ceph's default gid_idx 0 is usually a RoCEv1 or link-local entry: Siphon
+  // pins an index only when the configuration sets one, and otherwise lets
+  // the connection manager pick the RoCEv2 GID of the address in use.
+  if (c.source(Opt::ms_async_rdma_gid_idx).kind != ValueSource::Kind::default_value)
+    r.gid_idx = static_cast<int>(c.get<Opt::ms_async_rdma_gid_idx>());
+  r.local_gid = c.get<Opt::ms_async_rdma_local_gid>();
+  r.roce_ver = static_cast<int>(c.get<Opt::ms_async_rdma_roce_ver>());
+  r.sl = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_sl>())));
+  // Ceph's meaning: the whole traffic-class byte (96 = DSCP 24).
+  r.dscp = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_dscp>())));
+  r.buffer_size = c.get<Opt::ms_async_rdma_buffer_size>();
+  r.send_buffers = c.get<Opt::ms_async_rdma_send_buffers>();
+  r.receive_buffers = c.get<Opt::ms_async_rdma_receive_buffers>();
+  r.receive_queue_len = c.get<Opt::ms_async_rdma_receive_queue_len>();
+  r.polling = std::chrono::microseconds(c.get<Opt::ms_async_rdma_polling_us>());
+  r.enable_hugepage = c.get<Opt::ms_async_rdma_enable_hugepage>();
+  r.credits = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_credits>());
+  r.zero_copy_threshold = c.get<Opt::ms_async_rdma_zero_copy_threshold>();
+  return r;
+}
+
+entity_name_t messenger_name(const Config& c) {
+  static const std::map<std::string, std::uint8_t> kTypes = {
+      {"mon", entity_type::mon}, {"mds", entity_type::mds}, {"osd", entity_type::osd},
+      {"client", entity_type::client}, {"mgr", entity_type::mgr}, {"auth", entity_type::auth}};
+  const auto it = kTypes.find(c.name().type);
+  entity_name_t n;
+  n.type = it != kTypes.end() ? it->second : entity_type::client;
+  std::int64_t num = -1;
+  const std::string& id = c.name().id;
+  const auto [end, ec] = std::from_chars(id.data(), id.data() + id.size(), num);
+  n.num = ec == std::errc() && end == id.data() + id.size() ? num : -1;
+  return n;
+}
+
+StackRegistry::StackRegistry() {
+  factories_["posix"] = [](const Config& c) { return make_tcp_stack(messenger_options(c)); };
+  factories_["rdma"] = [](const Config& c) { return create_rdma_stack(c); };
+}
+
+StackRegistry& StackRegistry::instance() {
+  static StackRegistry r;
+  return r;
+}
+
+void StackRegistry::add(std::string name, Factory f) {
+  std::lock_guard lk(mu_);
+  factories_[std::move(name)] = std::move(f);
+}
+
+std::vector<std::string> StackRegistry::names() const {
+  std::lock_guard lk(mu_);
+  std::vector<std::string> v;
+  for (const auto& [n, f] : factories_) v.push_back("async+" + n);
+  return v;
+}
+
+std::shared_ptr<transport::Stack> StackRegistry::create(const std::string& name, const Config& cfg) const {
+  Factory f;
+  {
+    std::lock_guard lk(mu_);
+    const auto it = factories_.find(name);
+    if (it == factories_.end()) return nullptr;
+    f = it->second;
+  }
+  return f(cfg);
+}
+
+std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
+  rdma::RdmaOptions o = rdma_options(cfg);
+  if (o.roce_ver != 1)
+    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_roce_ver = {}", o.roce_ver),
+                     "Siphon supports RoCE v2 only (ms_async_rdma_roce_ver = 1)");
+  if (cfg.get<Opt::ms_async_rdma_support_srq>() &&
+      cfg.source(Opt::ms_async_rdma_support_srq).kind != ValueSource::Kind::default_value)
+    SIPHON_LOG(compat, 1, "ms_async_rdma_support_srq = true: Siphon 0.1 posts receives per QP "
+                          "(credits keep them small); the setting is ignored");
+  auto owned = std::make_shared<OwnedRdmaStack>();
+  const bool soft = o.device_name.rfind("soft", 0) == 0;
+  if (soft) {
+    owned->provider = rdma::soft::make_provider();
+  } else {
+    owned->provider = rdma::verbs::make_provider();
+    if (o.device_name.empty() && owned->provider->list_devices().empty()) {
+      SIPHON_LOG(compat, 1, "no RDMA hardware found: async+rdma runs on the software fabric (soft0); "
+                            "set ms_async_rdma_device_name to choose a device");
+      owned->provider = rdma::soft::make_provider();
+      o.device_name = "soft0";
+    }
+  }
+  owned->stack = std::make_unique<rdma::RdmaStack>(*owned->provider, std::move(o));
+  return std::shared_ptr<transport::Stack>(owned, owned->stack.get());
+}
+
+std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpose) {
+  const MsTypes types = cfg.ms_types();
+  const MsType& t = purpose == Purpose::cluster_network ? types.cluster_type : types.public_type;
+  auto& reg = StackRegistry::instance();
+  auto stack = reg.create(t.name, cfg);
+  if (!stack) {
+    std::string avail;
+    for (const auto& n : reg.names()) avail += (avail.empty() ? "" : ", ") + n;
+    throw SetupError(errc::config_error, fmt::format("ms_type {} is not available", t.to_string()),
+                     fmt::format("use one of: {}", avail));
+  }
+  return stack;
+}
+
+std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose) {
+  return Messenger::create(create_stack(cfg, purpose), messenger_name(cfg), messenger_options(cfg));
+}
+
+}  // namespace siphon::compat

@@ -1,0 +1,143 @@
+// The composition root: ms_type selects the stack, options reach the typed
+// structs, and errors name the cause and the remedy. The end-to-end cases run
+// a ping through two messengers built only from a ceph.conf.
+#include <gtest/gtest.h>
+
+#include <future>
+#include <string>
+
+#include "compat/factory.h"
+#include "msgr/base/error.h"
+#include "rdma/transport/rdma_stack.h"
+
+namespace siphon::compat {
+namespace {
+
+Config load(std::string_view text, std::string name = "osd.3") {
+  Diagnostics diags;
+  ConfigRequest req;
+  std::string err;
+  req.name = *EntityName::parse(name, err);
+  Config c = Config::load_text(text, "test.conf", req, diags);
+  EXPECT_FALSE(diags.has_errors()) << diags.to_string();
+  return c;
+}
+
+TEST(Factory, TypedOptionsFollowTheConfig) {
+  const Config c = load(
+      "[global]\n ms async op threads = 2\n ms connection ready timeout = 7\n"
+      " ms initial backoff = 0.5\n ms async rdma buffer size = 64K\n ms async rdma dscp = 104\n"
+      " ms async rdma credits = 12\n ms bind port min = 7000\n");
+  const MessengerOptions m = messenger_options(c);
+  EXPECT_EQ(m.transport.common.async_op_threads, 2u);
+  EXPECT_EQ(m.ms_connection_ready_timeout, std::chrono::seconds(7));
+  EXPECT_EQ(m.ms_initial_backoff, std::chrono::milliseconds(500));
+  EXPECT_EQ(m.transport.bind_port_min, 7000);
+  const rdma::RdmaOptions r = rdma_options(c);
+  EXPECT_EQ(r.buffer_size, 64u * 1024);
+  EXPECT_EQ(r.dscp, 104) << "Ceph's meaning: the traffic-class byte";
+  EXPECT_EQ(r.credits, 12u);
+  EXPECT_FALSE(r.gid_idx.has_value()) << "an unset gid index means: choose automatically";
+  EXPECT_EQ(rdma_options(load("[global]\nms async rdma gid idx = 3\n")).gid_idx, 3);
+  EXPECT_EQ(messenger_name(c).type, entity_type::osd);
+  EXPECT_EQ(messenger_name(c).num, 3);
+  EXPECT_EQ(messenger_name(load("", "client.admin")).num, -1);
+}
+
+TEST(Factory, MsTypeSelectsTheStack) {
+  EXPECT_EQ(create_stack(load("[global]\nms type = async+posix\n"), Purpose::public_network)->type(),
+            "async+posix");
+  EXPECT_EQ(create_stack(load("[global]\nms type = async\n"), Purpose::public_network)->type(), "async+posix");
+  const Config split = load("[global]\nms type = async+posix\nms cluster type = async+rdma\n"
+                            "ms async rdma device name = soft0\n");
+  EXPECT_EQ(create_stack(split, Purpose::public_network)->type(), "async+posix");
+  auto cluster = create_stack(split, Purpose::cluster_network);
+  EXPECT_EQ(cluster->type(), "async+rdma");
+  EXPECT_EQ(static_cast<rdma::RdmaStack&>(*cluster).device_attr().name, "soft0");
+}
+
+TEST(Factory, RdmaWithoutHardwareRunsOnTheSoftwareFabric) {
+  // This machine has no RDMA device: an unset device name falls back to soft0.
+  auto s = create_stack(load("[global]\nms type = async+rdma\n"), Purpose::public_network);
+  EXPECT_EQ(s->type(), "async+rdma");
+  EXPECT_EQ(static_cast<rdma::RdmaStack&>(*s).device_attr().name, "soft0");
+}
+
+TEST(Factory, AMissingDeviceIsAClearError) {
+  try {
+    create_stack(load("[global]\nms type = async+rdma\nms async rdma device name = mlx5_0\n"),
+                 Purpose::public_network);
+    FAIL() << "no error for a device that does not exist";
+  } catch (const SetupError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("mlx5_0"), std::string::npos) << what;
+    EXPECT_NE(what.find("soft0"), std::string::npos) << "names the remedy: " << what;
+  }
+}
+
+TEST(Factory, AnUnknownStackListsTheAvailableOnes) {
+  try {
+    create_stack(load("[global]\nms type = async+nosuchstack\n"), Purpose::public_network);
+    FAIL() << "no error for an unknown stack";
+  } catch (const SetupError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("async+nosuchstack"), std::string::npos) << what;
+    EXPECT_NE(what.find("async+posix"), std::string::npos) << what;
+    EXPECT_NE(what.find("async+rdma"), std::string::npos) << what;
+  }
+}
+
+struct Echo : Dispatcher {
+  bool ms_dispatch(MessageRef m) override {
+    MessageRef r = make_message<Message>(m->get_type() + 1);
+    r->front().append(m->front());
+    m->get_connection()->send_message(r);
+    return true;
+  }
+};
+struct Catch : Dispatcher {
+  std::promise<std::string> got;
+  bool ms_dispatch(MessageRef m) override {
+    got.set_value(m->front().to_string());
+    return true;
+  }
+};
+
+// Two messengers built only from a ceph.conf exchange a message.
+void ping_over(const std::string& conf) {
+  const Config server_cfg = load(conf, "osd.0");
+  const Config client_cfg = load(conf, "client.admin");
+  auto server = create_messenger(server_cfg, Purpose::public_network);
+  auto client = create_messenger(client_cfg, Purpose::client);
+  Echo echo;
+  Catch catcher;
+  server->set_policy(entity_type::client, Policy::stateless_server());
+  server->add_dispatcher_tail(&echo);
+  ASSERT_FALSE(server->bind(
+      proto::EntityAddrVec(proto::EntityAddr(proto::AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")))));
+  server->start();
+  client->set_policy(entity_type::osd, Policy::lossy_client());
+  client->add_dispatcher_tail(&catcher);
+  client->start();
+  auto con = client->connect_to(entity_type::osd, server->get_myaddrs());
+  MessageRef m = make_message<Message>(0x7000);
+  m->front().append("through " + conf);
+  con->send_message(m);
+  auto f = catcher.got.get_future();
+  ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(f.get(), "through " + conf);
+  client->shutdown();
+  server->shutdown();
+  client->wait();
+  server->wait();
+}
+
+TEST(Factory, MessengersFromAConfigTalkOverTcp) { ping_over("[global]\nms type = async+posix\n"); }
+
+TEST(Factory, MessengersFromAConfigTalkOverRdma) {
+  ping_over("[global]\nms type = async+rdma\nms async rdma device name = soft0\n"
+            "ms async rdma buffer size = 16K\n");
+}
+
+}  // namespace
+}  // namespace siphon::compat
