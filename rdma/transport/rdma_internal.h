@@ -96,9 +96,15 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   CompletionQueue& cq() noexcept { return *cq_; }
   PoolCache& send_cache() noexcept { return *send_cache_; }
   PoolCache& recv_cache() noexcept { return *recv_cache_; }
-  // Connections on this worker (open or draining); only on the worker.
-  void add(const std::shared_ptr<RdmaConnection>& c);
-  void remove(std::uint32_t qp_num);
+  // Connections on this worker, only on the worker. The worker owns a
+  // connection from the moment its setup starts here (adopt) until its
+  // teardown has drained (remove): while a client resolves and connects,
+  // nothing else holds it -- the CM routing table (RdmaShared::by_id) only
+  // has a weak reference.
+  void adopt(const std::shared_ptr<RdmaConnection>& c);
+  // Routes completions of the connection's QP to it (once the QP exists).
+  void add_qp(const std::shared_ptr<RdmaConnection>& c);
+  void remove(RdmaConnection* c);
   std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
   // Reserves CQ entries for a QP; false when the CQ cannot take it.
   bool reserve_cq(std::uint32_t entries) noexcept;
@@ -114,7 +120,6 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   void start_polling();
   void wait_cq();
   std::size_t drain_cm();
-  void sweep_cm();
   void wait_cm();
   void on_cm_readable();
 
@@ -127,9 +132,9 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
-  std::unique_ptr<boost::asio::steady_timer> cm_sweep_;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
-  std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;
+  std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
+  std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};
   std::atomic<std::uint32_t> cq_reserved_{0};
   std::uint32_t cq_capacity_ = 0;
@@ -194,6 +199,9 @@ class RdmaConnection final : public transport::Connection {
   void accept_request(const ConnectInfo& peer_info, transport::AcceptHandler on_accept);
   void set_connect_handler(transport::ConnectHandler done) { connect_done_ = std::move(done); }
   void begin_connect();
+  // Stack shutdown: a connect still in progress fails with shutting_down
+  // (its handler runs), anything else closes as close() does.
+  void shutdown();
 
   // --- data path, on the worker (rdma_datapath.cc)
   void on_completion(const Wc& wc);
