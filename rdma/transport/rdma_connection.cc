@@ -68,6 +68,7 @@ ConnectInfo RdmaConnection::my_info() const noexcept {
   c.max_frame = static_cast<std::uint32_t>(std::min<std::uint64_t>(shared_.opts.common.frame_limits.max_frame,
                                                                    UINT32_MAX));
   c.zero_copy_threshold = static_cast<std::uint32_t>(shared_.opts.zero_copy_threshold);
+  c.max_read = shared_.max_read();
   return c;
 }
 

@@ -7,6 +7,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -78,6 +79,14 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   // Derived per-connection receive geometry.
   std::uint32_t window() const noexcept { return opts.credits; }
   std::uint32_t recvs_per_qp() const noexcept { return opts.credits + kUpdateSlots; }
+  // The largest zero-copy transfer we pull (advertised as max_read): half
+  // the receive pool, so a transfer's all-or-nothing buffer reservation can
+  // always succeed once other transfers are delivered and released.
+  std::uint32_t max_read() const noexcept {
+    const std::uint64_t half = static_cast<std::uint64_t>(opts.receive_buffers / 2) * opts.buffer_size;
+    return static_cast<std::uint32_t>(
+        std::min<std::uint64_t>({half, opts.common.frame_limits.max_segment, UINT32_MAX}));
+  }
 };
 
 class RdmaWorker final : public transport::Worker, public std::enable_shared_from_this<RdmaWorker> {
@@ -154,15 +163,19 @@ struct WrCtx {
   struct InTransfer* transfer = nullptr;  // read: the transfer it fills
 };
 
-// A bulk transfer we are pulling from the peer with RDMA READs.
+// A bulk transfer we are pulling from the peer with RDMA READs. Its receive
+// buffers are reserved all at once before the first READ (chunks), one per
+// buffer_size piece of each region, in order.
 struct InTransfer {
   std::uint64_t id = 0;
   std::uint64_t length = 0;
   std::vector<ReadDescriptor> regions;
   std::size_t next_region = 0;       // first region not fully issued
   std::uint64_t next_offset = 0;     // offset inside it
+  std::size_t next_chunk = 0;        // first chunk not yet read
   std::size_t reads_outstanding = 0;
   std::vector<std::pair<PoolBuffer*, std::uint32_t>> chunks;  // in order
+  bool reserved = false;
   bool issued_all = false;
   bool ready() const noexcept { return issued_all && reads_outstanding == 0; }
 };
@@ -229,6 +242,7 @@ class RdmaConnection final : public transport::Connection {
   void add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload);
   void flush_batch();
   void issue_reads();
+  bool reserve_transfer(InTransfer& t);
   void drain_inbound();
   void feed(BufferList&& bytes);
   void deliver_frames();

@@ -167,7 +167,9 @@ TEST(RdmaStack, FramesOfEverySizeArriveInOrderAndIntact) {
 }
 
 TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
-  Pair p;
+  RdmaOptions o = small_options();
+  o.receive_buffers = 8192;
+  Pair p(o);
   ASSERT_NO_FATAL_FAILURE(p.connect());
   const std::size_t n = 64u << 20;
   BufferList big = pattern(n, 99);
