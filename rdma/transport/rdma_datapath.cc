@@ -337,6 +337,12 @@ void RdmaConnection::on_completion(const Wc& wc) {
   } else {
     on_send_queue_completion(wc, ctx);
   }
+  // A flush we did not cause: the QP went to ERR under us (an asynchronous
+  // QP error, or the CM moved it there on a disconnect). Error completions
+  // fault first with their own reason; this catches a QP that failed with
+  // nothing but flushes, which would otherwise leave the connection silent.
+  if (wc.status == WcStatus::flushed && state_ == State::established)
+    fault(errc::work_request_flushed, "the queue pair moved to the error state (work requests flushed)");
   if (state_ == State::closing) finish_if_drained();
 }
 
