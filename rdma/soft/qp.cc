@@ -294,10 +294,12 @@ void QpCore::complete_send(std::uint64_t idx, WcStatus st) {
                                                                                        : WcOpcode::send;
     wc.byte_len = s.length;
     wc.qp_num = qpn;
-    if (!scq || !scq->push(wc, false)) cq_overrun_ = true;
     // Unsignaled WRs before this one are released together with it, as a
-    // hardware SQ does when the signaled completion is polled.
+    // hardware SQ does when the signaled completion is polled. Released
+    // before the completion is visible: a poller that sees it may post into
+    // the freed slots at once (the slot's contents are in `wc` already).
     sq_free_.store(idx + 1, std::memory_order_release);
+    if (!scq || !scq->push(wc, false)) cq_overrun_ = true;
   }
   if (idx + 1 > done_) done_ = idx + 1;
 }

@@ -68,6 +68,7 @@ ConnectInfo RdmaConnection::my_info() const noexcept {
   c.max_frame = static_cast<std::uint32_t>(std::min<std::uint64_t>(shared_.opts.common.frame_limits.max_frame,
                                                                    UINT32_MAX));
   c.zero_copy_threshold = static_cast<std::uint32_t>(shared_.opts.zero_copy_threshold);
+  c.max_read = shared_.max_read();
   return c;
 }
 
@@ -103,7 +104,7 @@ std::error_code RdmaConnection::create_qp() {
   sq_depth_ = qp_->caps().max_send_wr;
   max_inline_ = qp_->caps().max_inline_data;
   local_ = id_->local_address();
-  worker_.add(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
+  worker_.add_qp(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
   return post_initial_receives();
 }
 
@@ -122,6 +123,8 @@ ConnParam conn_param(const RdmaShared& s, const ConnectInfo& info) {
 
 void RdmaConnection::begin_connect() {
   SIPHON_LOG(rdma, 10, "connecting to {}", peer_.to_string());
+  worker_.adopt(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
+  if (shared_.stopping) return fail_setup(errc::shutting_down, "the stack is stopping");
   if (const auto ec = id_->resolve_addr(nullptr, peer_, static_cast<int>(shared_.opts.cm_timeout.count())))
     fail_setup(ec, "cannot resolve the address");
 }
@@ -181,6 +184,7 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
 void RdmaConnection::accept_request(const ConnectInfo& peer_info, transport::AcceptHandler on_accept) {
   peer_info_ = peer_info;
   accept_done_ = std::move(on_accept);
+  worker_.adopt(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
   if (const auto ec = create_qp()) {
     const auto r = RejectInfo{RejectReason::no_resources, 0}.encode();
     (void)id_->reject(r);
@@ -229,6 +233,11 @@ void RdmaConnection::fault(std::error_code ec, std::string reason) {
   if (h != nullptr) h->on_fault({ec, std::move(reason)});
 }
 
+void RdmaConnection::shutdown() {
+  if (connect_done_ && state_ != State::established) return fail_setup(errc::shutting_down, "the stack is stopping");
+  close();
+}
+
 void RdmaConnection::close() {
   handler_ = nullptr;  // no callbacks after close()
   connect_done_ = nullptr;
@@ -265,7 +274,7 @@ void RdmaConnection::finish_if_drained() {
   if (state_ != State::closing || !drained()) return;
   state_ = State::closed;
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
-  if (qp_) worker_.remove(qp_num());
+  worker_.remove(this);
   // `self` keeps us alive until this returns; the last owner destroys the QP
   // (flushed: nothing is outstanding) and then the id.
 }

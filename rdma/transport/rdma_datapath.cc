@@ -120,7 +120,8 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   shared_.counters.tx_messages.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.tx_bytes.fetch_add(wire.length(), std::memory_order_relaxed);
   bool queued = false;
-  if (frame.tag == proto::Tag::message && data_len >= shared_.opts.zero_copy_threshold && data_len <= UINT32_MAX) {
+  if (frame.tag == proto::Tag::message && data_len >= shared_.opts.zero_copy_threshold &&
+      data_len <= peer_info_.max_read) {
     const std::size_t l0 = frame.segments[0].length();
     const std::size_t off = proto::kPreambleSize +
                             (rev_ == proto::FrameRev::rev1 ? (l0 ? l0 + 4 : 0) : l0) +
@@ -336,6 +337,12 @@ void RdmaConnection::on_completion(const Wc& wc) {
   } else {
     on_send_queue_completion(wc, ctx);
   }
+  // A flush we did not cause: the QP went to ERR under us (an asynchronous
+  // QP error, or the CM moved it there on a disconnect). Error completions
+  // fault first with their own reason; this catches a QP that failed with
+  // nothing but flushes, which would otherwise leave the connection silent.
+  if (wc.status == WcStatus::flushed && state_ == State::established)
+    fault(errc::work_request_flushed, "the queue pair moved to the error state (work requests flushed)");
   if (state_ == State::closing) finish_if_drained();
 }
 
@@ -356,9 +363,10 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
 
 void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
   const auto* p = reinterpret_cast<const std::uint8_t*>(ctx->buf->data());
+  const std::size_t received = std::min<std::size_t>(wc.byte_len, ctx->buf->capacity());
   SendHeader h;
   std::string_view why;
-  if (const auto ec = SendHeader::decode({p, std::min<std::size_t>(wc.byte_len, ctx->buf->capacity())}, h, &why)) {
+  if (const auto ec = SendHeader::decode({p, received}, h, &why)) {
     shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
     free_ctx(ctx);
     return fault(ec, fmt::format("malformed SEND from the peer: {}", why));
@@ -379,7 +387,7 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
       auto t = std::make_unique<InTransfer>();
       t->id = h.id;
       t->length = h.length;
-      const std::size_t n = (wc.byte_len - SendHeader::kSize) / ReadDescriptor::kSize;
+      const std::size_t n = (received - SendHeader::kSize) / ReadDescriptor::kSize;
       std::uint64_t total = 0;
       bool ok = n <= kMaxDescriptors;
       for (std::size_t i = 0; ok && i < n; ++i) {
@@ -388,12 +396,13 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
         total += d.length;
         t->regions.push_back(d);
       }
-      const auto limit = shared_.opts.common.frame_limits.max_segment;
+      const std::uint64_t limit = shared_.max_read();
       if (!ok || total != h.length || total > limit) {
         shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
         free_ctx(ctx);
         return fault(errc::malformed_frame,
-                     total > limit ? fmt::format("peer offered a {}-byte segment (limit {})", total, limit)
+                     total > limit ? fmt::format("peer offered a {}-byte zero-copy transfer; we take at most {}",
+                                                 total, limit)
                                    : std::string("read request descriptors disagree with its length"));
       }
       read_queue_.push_back(t.get());
@@ -450,21 +459,43 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
 
 // ---------------------------------------------------------------- READs
 
-void RdmaConnection::issue_reads() {
-  if (state_ != State::established) return;
-  const std::size_t chunk = shared_.opts.buffer_size;
-  while (!read_queue_.empty()) {
-    InTransfer* t = read_queue_.front();
-    while (!t->issued_all) {
-      if (sq_fifo_.size() >= sq_depth_) return flush_batch();
+// Every buffer of the transfer, or none. A transfer never holds part of the
+// receive pool while it waits for the rest, so transfers (on this and other
+// connections) cannot deadlock each other on the pool, and max_read (half
+// the pool) guarantees the reservation succeeds once the others are
+// delivered and their frames released.
+bool RdmaConnection::reserve_transfer(InTransfer& t) {
+  const std::uint64_t chunk = shared_.opts.buffer_size;
+  std::size_t n = 0;
+  for (const ReadDescriptor& r : t.regions) n += static_cast<std::size_t>((r.length + chunk - 1) / chunk);
+  t.chunks.reserve(n);
+  for (const ReadDescriptor& r : t.regions)
+    for (std::uint64_t off = 0; off < r.length; off += chunk) {
       PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
       if (buf == nullptr) {
-        flush_batch();
-        schedule_retry();  // buffers come back as messages are released
-        return;
+        for (auto& [b, len] : t.chunks) shared_.recv_pool->put(b, &worker_.recv_cache());
+        t.chunks.clear();
+        return false;
       }
+      t.chunks.emplace_back(buf, static_cast<std::uint32_t>(std::min(chunk, r.length - off)));
+    }
+  t.reserved = true;
+  return true;
+}
+
+void RdmaConnection::issue_reads() {
+  if (state_ != State::established) return;
+  while (!read_queue_.empty()) {
+    InTransfer* t = read_queue_.front();
+    if (!t->reserved && !reserve_transfer(*t)) {
+      flush_batch();
+      schedule_retry();  // buffers come back as delivered messages are released
+      return;
+    }
+    while (t->next_chunk < t->chunks.size()) {
+      if (sq_fifo_.size() >= sq_depth_) return flush_batch();
+      const auto [buf, n] = t->chunks[t->next_chunk];
       const ReadDescriptor& r = t->regions[t->next_region];
-      const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(chunk, r.length - t->next_offset));
       WrCtx* ctx = new_ctx(WrCtx::Kind::read);
       ctx->transfer = t;
       ctx->len = n;
@@ -477,16 +508,16 @@ void RdmaConnection::issue_reads() {
       wr.rkey = r.rkey;
       batch_.push_back(wr);
       sq_fifo_.push_back(ctx);
-      t->chunks.emplace_back(buf, n);
+      ++t->next_chunk;
       ++t->reads_outstanding;
       shared_.counters.rdma_reads.fetch_add(1, std::memory_order_relaxed);
       t->next_offset += n;
       if (t->next_offset == r.length) {
         ++t->next_region;
         t->next_offset = 0;
-        t->issued_all = t->next_region == t->regions.size();
       }
     }
+    t->issued_all = true;
     read_queue_.pop_front();
   }
   flush_batch();

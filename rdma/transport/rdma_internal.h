@@ -7,6 +7,7 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <functional>
@@ -78,6 +79,14 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   // Derived per-connection receive geometry.
   std::uint32_t window() const noexcept { return opts.credits; }
   std::uint32_t recvs_per_qp() const noexcept { return opts.credits + kUpdateSlots; }
+  // The largest zero-copy transfer we pull (advertised as max_read): half
+  // the receive pool, so a transfer's all-or-nothing buffer reservation can
+  // always succeed once other transfers are delivered and released.
+  std::uint32_t max_read() const noexcept {
+    const std::uint64_t half = static_cast<std::uint64_t>(opts.receive_buffers / 2) * opts.buffer_size;
+    return static_cast<std::uint32_t>(
+        std::min<std::uint64_t>({half, opts.common.frame_limits.max_segment, UINT32_MAX}));
+  }
 };
 
 class RdmaWorker final : public transport::Worker, public std::enable_shared_from_this<RdmaWorker> {
@@ -96,9 +105,15 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   CompletionQueue& cq() noexcept { return *cq_; }
   PoolCache& send_cache() noexcept { return *send_cache_; }
   PoolCache& recv_cache() noexcept { return *recv_cache_; }
-  // Connections on this worker (open or draining); only on the worker.
-  void add(const std::shared_ptr<RdmaConnection>& c);
-  void remove(std::uint32_t qp_num);
+  // Connections on this worker, only on the worker. The worker owns a
+  // connection from the moment its setup starts here (adopt) until its
+  // teardown has drained (remove): while a client resolves and connects,
+  // nothing else holds it -- the CM routing table (RdmaShared::by_id) only
+  // has a weak reference.
+  void adopt(const std::shared_ptr<RdmaConnection>& c);
+  // Routes completions of the connection's QP to it (once the QP exists).
+  void add_qp(const std::shared_ptr<RdmaConnection>& c);
+  void remove(RdmaConnection* c);
   std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
   // Reserves CQ entries for a QP; false when the CQ cannot take it.
   bool reserve_cq(std::uint32_t entries) noexcept;
@@ -114,7 +129,6 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   void start_polling();
   void wait_cq();
   std::size_t drain_cm();
-  void sweep_cm();
   void wait_cm();
   void on_cm_readable();
 
@@ -127,9 +141,9 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
-  std::unique_ptr<boost::asio::steady_timer> cm_sweep_;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
-  std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;
+  std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
+  std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};
   std::atomic<std::uint32_t> cq_reserved_{0};
   std::uint32_t cq_capacity_ = 0;
@@ -149,15 +163,19 @@ struct WrCtx {
   struct InTransfer* transfer = nullptr;  // read: the transfer it fills
 };
 
-// A bulk transfer we are pulling from the peer with RDMA READs.
+// A bulk transfer we are pulling from the peer with RDMA READs. Its receive
+// buffers are reserved all at once before the first READ (chunks), one per
+// buffer_size piece of each region, in order.
 struct InTransfer {
   std::uint64_t id = 0;
   std::uint64_t length = 0;
   std::vector<ReadDescriptor> regions;
   std::size_t next_region = 0;       // first region not fully issued
   std::uint64_t next_offset = 0;     // offset inside it
+  std::size_t next_chunk = 0;        // first chunk not yet read
   std::size_t reads_outstanding = 0;
   std::vector<std::pair<PoolBuffer*, std::uint32_t>> chunks;  // in order
+  bool reserved = false;
   bool issued_all = false;
   bool ready() const noexcept { return issued_all && reads_outstanding == 0; }
 };
@@ -194,6 +212,9 @@ class RdmaConnection final : public transport::Connection {
   void accept_request(const ConnectInfo& peer_info, transport::AcceptHandler on_accept);
   void set_connect_handler(transport::ConnectHandler done) { connect_done_ = std::move(done); }
   void begin_connect();
+  // Stack shutdown: a connect still in progress fails with shutting_down
+  // (its handler runs), anything else closes as close() does.
+  void shutdown();
 
   // --- data path, on the worker (rdma_datapath.cc)
   void on_completion(const Wc& wc);
@@ -221,6 +242,7 @@ class RdmaConnection final : public transport::Connection {
   void add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload);
   void flush_batch();
   void issue_reads();
+  bool reserve_transfer(InTransfer& t);
   void drain_inbound();
   void feed(BufferList&& bytes);
   void deliver_frames();

@@ -191,21 +191,7 @@ void RdmaStack::connect(const NetAddress& peer, transport::Worker& w, transport:
 
 void RdmaWorker::serve_cm() {
   cm_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(shared_.channel->fd()));
-  cm_sweep_ = std::make_unique<boost::asio::steady_timer>(io_);
   wait_cm();
-  sweep_cm();
-}
-
-// A slow sweep of the CM channel besides the fd wait: connection management
-// is rare, so a 100 ms poll costs nothing, and it keeps a provider whose
-// channel fd misses an edge from stalling connection setup forever.
-void RdmaWorker::sweep_cm() {
-  cm_sweep_->expires_after(std::chrono::milliseconds(100));
-  cm_sweep_->async_wait([this](const boost::system::error_code& e) {
-    if (e || stopped_) return;
-    if (drain_cm() > 0) SIPHON_LOG(rdma, 5, "worker {}: CM events found by the sweep, not the fd", index_);
-    sweep_cm();
-  });
 }
 
 // The wait is queued before the channel is drained (see wait_cq in
@@ -218,7 +204,6 @@ void RdmaWorker::wait_cm() {
     cm_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
                        [this](const boost::system::error_code& e) {
                          cm_wait_pending_ = false;
-                         SIPHON_LOG(rdma, 20, "worker {}: CM channel readable ({})", index_, e.message());
                          if (!e && !stopped_) on_cm_readable();
                        });
   }
@@ -232,23 +217,35 @@ void RdmaWorker::on_cm_readable() {
   wait_cm();
 }
 
+// Events are taken and routed under RdmaShared::mu. An event still queued
+// means its id has not been destroyed (ids purge their events as they die),
+// and a connection unregisters from by_id under mu before its id dies; so
+// the lookup below can neither find a stale connection nor a new one that
+// reused a dead id's address.
 std::size_t RdmaWorker::drain_cm() {
   std::size_t drained = 0;
-  SIPHON_LOG(rdma, 20, "worker {}: draining the CM channel", index_);
   RdmaShared& s = shared_;
-  CmEvent ev;
-  while (s.channel->get_event(ev)) {
-    ++drained;
-    SIPHON_LOG(rdma, 10, "cm event {} on id {}", to_string(ev.type), static_cast<void*>(ev.id));
-    auto event = std::make_shared<CmEvent>(std::move(ev));
-    ev = CmEvent{};
-    if (event->type == CmEventType::connect_request) {
-      RdmaShared::Listener* listener = nullptr;
-      {
-        std::lock_guard lk(s.mu);
+  for (;;) {
+    auto event = std::make_shared<CmEvent>();
+    std::shared_ptr<RdmaConnection> conn;
+    bool listening = false;
+    transport::AcceptHandler on_accept;
+    {
+      std::lock_guard lk(s.mu);
+      if (!s.channel->get_event(*event)) break;
+      if (event->type == CmEventType::connect_request) {
         for (auto& l : s.listeners)
-          if (l->id.get() == event->id) listener = l.get();
+          if (l->id.get() == event->id) {
+            listening = true;
+            on_accept = l->on_accept;
+          }
+      } else if (auto it = s.by_id.find(event->id); it != s.by_id.end()) {
+        conn = it->second.lock();
       }
+    }
+    ++drained;
+    SIPHON_LOG(rdma, 10, "cm event {} on id {}", to_string(event->type), static_cast<void*>(event->id));
+    if (event->type == CmEventType::connect_request) {
       std::unique_ptr<CmId> nid = std::move(event->new_id);
       if (nid == nullptr) continue;
       auto reject = [&](RejectReason why, std::string_view what) {
@@ -259,7 +256,7 @@ std::size_t RdmaWorker::drain_cm() {
       };
       ConnectInfo peer_info;
       std::string_view why;
-      if (listener == nullptr || s.stopping) {
+      if (!listening || s.stopping) {
         reject(RejectReason::shutting_down, "not listening");
       } else if (const auto dec = ConnectInfo::decode(event->private_data, peer_info, &why)) {
         reject(dec == errc::unsupported_protocol ? RejectReason::version_unsupported
@@ -269,22 +266,16 @@ std::size_t RdmaWorker::drain_cm() {
       } else {
         RdmaWorker& target = s.least_loaded();
         const NetAddress peer = nid->peer_address();
-        auto conn = std::make_shared<RdmaConnection>(s, target, std::move(nid), false, peer);
+        auto nconn = std::make_shared<RdmaConnection>(s, target, std::move(nid), false, peer);
         {
           std::lock_guard lk(s.mu);
-          s.by_id[conn->cm_id()] = conn;
+          s.by_id[nconn->cm_id()] = nconn;
         }
-        target.post([conn, peer_info, on_accept = listener->on_accept] {
+        target.post([conn = std::move(nconn), peer_info, on_accept = std::move(on_accept)] {
           conn->accept_request(peer_info, on_accept);
         });
       }
       continue;
-    }
-    std::shared_ptr<RdmaConnection> conn;
-    {
-      std::lock_guard lk(s.mu);
-      auto it = s.by_id.find(event->id);
-      if (it != s.by_id.end()) conn = it->second.lock();
     }
     if (!conn) {  // the connection is gone; nothing to do
       SIPHON_LOG(rdma, 10, "cm event {} for an id with no connection", to_string(event->type));

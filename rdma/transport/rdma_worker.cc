@@ -35,9 +35,9 @@ RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared),
 RdmaWorker::~RdmaWorker() {
   stop_and_join();
   conns_.clear();
+  owned_.clear();
   cq_fd_.reset();
   cm_fd_.reset();
-  cm_sweep_.reset();
   // Caches go back to their pools before the pools go away.
   send_cache_.reset();
   recv_cache_.reset();
@@ -65,7 +65,6 @@ void RdmaWorker::stop_and_join() {
     stopped_ = true;
     if (cq_fd_) cq_fd_->cancel();
     if (cm_fd_) cm_fd_->cancel();
-    if (cm_sweep_) cm_sweep_->cancel();
     guard_.reset();
     io_.stop();
   });
@@ -74,20 +73,29 @@ void RdmaWorker::stop_and_join() {
   // member is alive, then drop the connections: QPs go before the CQ.
   io_.restart();
   io_.poll();
-  if (!conns_.empty())
+  if (!owned_.empty())
     SIPHON_LOG(rdma, 1, "worker {}: {} connections still draining at shutdown; destroying them", index_,
-               conns_.size());
+               owned_.size());
   conns_.clear();
+  owned_.clear();
   load_.store(0);
 }
 
-void RdmaWorker::add(const std::shared_ptr<RdmaConnection>& c) {
-  conns_[c->qp_num()] = c;
-  load_.fetch_add(1, std::memory_order_relaxed);
+void RdmaWorker::adopt(const std::shared_ptr<RdmaConnection>& c) {
+  if (owned_.emplace(c.get(), c).second) load_.fetch_add(1, std::memory_order_relaxed);
 }
 
-void RdmaWorker::remove(std::uint32_t qp_num) {
-  if (conns_.erase(qp_num) > 0) load_.fetch_sub(1, std::memory_order_relaxed);
+void RdmaWorker::add_qp(const std::shared_ptr<RdmaConnection>& c) {
+  adopt(c);
+  conns_[c->qp_num()] = c;
+}
+
+void RdmaWorker::remove(RdmaConnection* c) {
+  if (const std::uint32_t qpn = c->qp_num(); qpn != 0) {
+    auto it = conns_.find(qpn);
+    if (it != conns_.end() && it->second.get() == c) conns_.erase(it);
+  }
+  if (owned_.erase(c) > 0) load_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 bool RdmaWorker::reserve_cq(std::uint32_t entries) noexcept {
@@ -102,8 +110,8 @@ void RdmaWorker::release_cq(std::uint32_t entries) noexcept { cq_reserved_.fetch
 
 void RdmaWorker::close_all() {
   std::vector<std::shared_ptr<RdmaConnection>> all;
-  for (auto& [qpn, c] : conns_) all.push_back(c);
-  for (auto& c : all) c->close();
+  for (auto& [ptr, c] : owned_) all.push_back(c);
+  for (auto& c : all) c->shutdown();
 }
 
 // Asio registers descriptors edge-triggered: a readiness edge that happens

@@ -47,7 +47,7 @@ std::array<std::uint8_t, ConnectInfo::kSize> ConnectInfo::encode() const noexcep
   put32(&b[16], max_inline);
   put32(&b[20], max_frame);
   put32(&b[24], zero_copy_threshold);
-  put32(&b[28], reserved);
+  put32(&b[28], max_read);
   return b;
 }
 
@@ -68,7 +68,7 @@ std::error_code ConnectInfo::decode(std::span<const std::uint8_t> b, ConnectInfo
   c.max_inline = get32(&b[16]);
   c.max_frame = get32(&b[20]);
   c.zero_copy_threshold = get32(&b[24]);
-  c.reserved = get32(&b[28]);
+  c.max_read = get32(&b[28]);
   if (c.credits < 2 || c.credits > 65535) return bad(reason, "credits outside [2, 65535]");
   if (c.update_slots < 1 || c.update_slots > 64) return bad(reason, "update slots outside [1, 64]");
   if (c.recv_buffer_size < 1024 || c.recv_buffer_size > (64u << 20))

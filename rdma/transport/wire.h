@@ -31,7 +31,10 @@ struct ConnectInfo {
   std::uint32_t max_inline = 0;         // informational: the sender's inline limit
   std::uint32_t max_frame = 0;          // largest msgr2 frame accepted, bytes (0 = no limit)
   std::uint32_t zero_copy_threshold = 0;
-  std::uint32_t reserved = 0;
+  // Largest zero-copy transfer, bytes, the sender of this info pulls by RDMA
+  // READ (it must fit its receive pool); larger data goes through SENDs.
+  // 0 = none.
+  std::uint32_t max_read = 0;
   static constexpr std::uint8_t kFlagSrq = 1;
 
   std::array<std::uint8_t, kSize> encode() const noexcept;

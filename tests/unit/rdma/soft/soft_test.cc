@@ -2,6 +2,8 @@
 // cover: option validation, seeded fault injection and its counters, wire
 // golden bytes, IB timer encodings and the modify() attribute table.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sched.h>
 #include <sys/mman.h>
 
 #include <chrono>
@@ -250,6 +252,60 @@ TEST(SoftQueues, UnsignaledSendSlotsAreReleasedOnlyBySignaledCompletions) {
   std::size_t bad = 7;
   EXPECT_EQ(p.a->post_send({&more, 1}, &bad), make_error_code(errc::queue_full));
   EXPECT_EQ(bad, 0u);
+}
+
+TEST(SoftQueues, ASlotIsFreeOnceItsCompletionIsPolled) {
+  // Regression: the engine released send-queue slots only after pushing the
+  // completion (and signalling the channel fd), so a poller woken by the fd
+  // that re-posted at once (as the RDMA stack does) got queue_full from a
+  // queue it knew had room. With the engine and this thread on one CPU the
+  // woken poller preempts the engine right at the wake-up, every time.
+  cpu_set_t saved;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &saved)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);  // the engine thread inherits it
+  Pair p(SoftOptions{});
+  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
+  // The queue is kept full: one new WR for every completion seen.
+  const std::uint32_t cap = p.a->caps().max_send_wr;
+  Sge sg;
+  std::vector<SendWr> wrs(cap);
+  for (std::uint32_t i = 0; i < cap; ++i) wrs[i] = p.write(i, &sg);
+  ASSERT_FALSE(p.a->post_send(wrs, nullptr));
+  std::uint64_t next = cap, done = 0, full = 0;
+  const std::uint64_t total = 20000;
+  const auto end = std::chrono::steady_clock::now() + 60s;
+  Wc wc[64];
+  while (done < total && full == 0 && std::chrono::steady_clock::now() < end) {
+    ASSERT_FALSE(p.cqa->arm());
+    std::size_t n = p.cqa->poll(wc);
+    if (n == 0) {
+      pollfd pfd{p.cqa->channel_fd(), POLLIN, 0};
+      ::poll(&pfd, 1, 1000);
+      p.cqa->consume_events();
+      n = p.cqa->poll(wc);
+    }
+    for (std::size_t i = 0; i < n && full == 0; ++i) {
+      ASSERT_EQ(wc[i].status, WcStatus::success) << to_string(wc[i].status);
+      ++done;
+      if (next >= total) continue;
+      SendWr w = p.write(next, &sg);
+      if (const auto ec = p.a->post_send({&w, 1}, nullptr)) {
+        ASSERT_EQ(ec, make_error_code(errc::queue_full)) << ec.message();
+        ++full;
+      } else {
+        ++next;
+      }
+    }
+  }
+  EXPECT_EQ(full, 0u) << "queue_full after " << done << " completions";
+  EXPECT_EQ(done, total);
 }
 
 TEST(SoftMemory, UnmappedMemoryCannotBeRegistered) {

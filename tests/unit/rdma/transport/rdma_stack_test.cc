@@ -2,140 +2,14 @@
 // process, connected through the provider's rdma-cm-shaped CM.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <condition_variable>
-#include <future>
-#include <mutex>
 #include <random>
-#include <thread>
-#include <vector>
 
-#include "msgr/base/error.h"
-#include "msgr/base/log.h"
-#include "rdma/soft/soft_provider.h"
-#include "rdma/transport/rdma_stack.h"
+#include "stack_test_util.h"
 
 namespace siphon::rdma {
 namespace {
 
-using namespace std::chrono_literals;
-
-// Collects what a connection delivers.
-struct Collector : transport::ConnectionHandler {
-  std::mutex mu;
-  std::condition_variable cv;
-  bool established = false;
-  std::vector<proto::Frame> frames;
-  std::optional<transport::Fault> fault;
-  int writable = 0;
-  void on_established(const proto::Negotiated&) override {
-    std::lock_guard lk(mu);
-    established = true;
-    cv.notify_all();
-  }
-  void on_frame(proto::Frame&& f) override {
-    std::lock_guard lk(mu);
-    frames.push_back(std::move(f));
-    cv.notify_all();
-  }
-  void on_fault(const transport::Fault& f) override {
-    std::lock_guard lk(mu);
-    fault = f;
-    cv.notify_all();
-  }
-  void on_writable() override {
-    std::lock_guard lk(mu);
-    ++writable;
-  }
-  template <typename Pred>
-  bool wait(Pred p, std::chrono::milliseconds t = 20s) {
-    std::unique_lock lk(mu);
-    return cv.wait_for(lk, t, p);
-  }
-};
-
-RdmaOptions small_options() {
-  RdmaOptions o;
-  o.device_name = "soft0";
-  o.common.async_op_threads = 2;
-  o.buffer_size = 16 * 1024;
-  o.credits = 8;
-  o.send_buffers = 256;
-  o.receive_buffers = 4096;
-  o.polling = std::chrono::microseconds(50);
-  o.zero_copy_threshold = 64 * 1024;
-  return o;
-}
-
-// Runs `fn` on the connection's worker and waits for it.
-template <typename F>
-auto on_worker(transport::Connection& c, F fn) {
-  std::promise<decltype(fn())> p;
-  auto fut = p.get_future();
-  c.worker().post([&] { p.set_value(fn()); });
-  return fut.get();
-}
-
-struct Pair {
-  std::unique_ptr<Provider> provider = soft::make_provider();
-  std::unique_ptr<RdmaStack> server, client;
-  transport::ConnectionRef sconn, cconn;
-  Collector shandler, chandler;
-
-  explicit Pair(RdmaOptions o = small_options()) {
-    if (std::getenv("SIPHON_TEST_DEBUG")) log::set_level(log::Subsys::rdma, 20);
-    server = std::make_unique<RdmaStack>(*provider, o);
-    client = std::make_unique<RdmaStack>(*provider, o);
-    server->start();
-    client->start();
-  }
-  ~Pair() {
-    if (cconn) cconn->worker().post([c = cconn] { c->close(); });
-    if (sconn) sconn->worker().post([c = sconn] { c->close(); });
-    client->stop();
-    server->stop();
-  }
-  void connect() {
-    std::promise<transport::ConnectionRef> accepted, connected;
-    NetAddress bound;
-    ASSERT_FALSE(server->listen(*NetAddress::parse("127.0.0.1:0"),
-                                [&](transport::ConnectionRef c) { accepted.set_value(c); }, bound));
-    client->connect(bound, client->pick_worker(), [&](std::error_code ec, transport::ConnectionRef c) {
-      EXPECT_FALSE(ec) << ec.message();
-      connected.set_value(c);
-    });
-    auto cf = connected.get_future();
-    auto sf = accepted.get_future();
-    ASSERT_EQ(cf.wait_for(20s), std::future_status::ready);
-    ASSERT_EQ(sf.wait_for(20s), std::future_status::ready);
-    cconn = cf.get();
-    sconn = sf.get();
-    ASSERT_TRUE(cconn && sconn);
-    sconn->worker().post([this] { sconn->start(shandler, proto::Banner{}); });
-    cconn->worker().post([this] { cconn->start(chandler, proto::Banner{}); });
-    ASSERT_TRUE(chandler.wait([&] { return chandler.established; }));
-    ASSERT_TRUE(shandler.wait([&] { return shandler.established; }));
-  }
-};
-
-BufferList pattern(std::size_t n, std::uint32_t seed) {
-  std::string s(n, '\0');
-  std::uint32_t x = seed * 2654435761u + 1;
-  for (auto& c : s) {
-    x = x * 1103515245u + 12345u;
-    c = static_cast<char>(x >> 24);
-  }
-  return BufferList::copy_of(s);
-}
-
-proto::Frame message(std::uint32_t i, std::size_t front, std::size_t data) {
-  proto::Frame f;
-  f.tag = proto::Tag::message;
-  f.segments[0] = pattern(41, i);
-  f.segments[1] = pattern(front, i + 1);
-  f.segments[3] = pattern(data, i + 3);
-  return f;
-}
+using namespace test;
 
 TEST(RdmaStack, FramesOfEverySizeArriveInOrderAndIntact) {
   Pair p;
@@ -148,26 +22,36 @@ TEST(RdmaStack, FramesOfEverySizeArriveInOrderAndIntact) {
     sizes.emplace_back(front, data);
   }
   on_worker(*p.cconn, [&] {
-    for (std::uint32_t i = 0; i < sizes.size(); ++i) EXPECT_FALSE(p.cconn->send(message(i, sizes[i].first, sizes[i].second)));
+    for (std::uint32_t i = 0; i < sizes.size(); ++i)
+      EXPECT_FALSE(p.cconn->send(message(i, sizes[i].first, sizes[i].second)));
     return 0;
   });
   ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() == sizes.size() || p.shandler.fault; }, 60s))
-      << p.shandler.frames.size();
-  ASSERT_FALSE(p.shandler.fault) << p.shandler.fault->reason;
-  for (std::uint32_t i = 0; i < sizes.size(); ++i) {
-    const proto::Frame& f = p.shandler.frames[i];
-    ASSERT_EQ(f.segments[1], pattern(sizes[i].first, i + 1)) << i;
-    ASSERT_EQ(f.segments[3], pattern(sizes[i].second, i + 3)) << i;
-  }
+      << p.shandler.frame_count();
+  ASSERT_FALSE(p.shandler.get_fault()) << p.shandler.get_fault()->reason;
+  std::lock_guard lk(p.shandler.mu);
+  ASSERT_EQ(p.shandler.frames.size(), sizes.size());
+  for (std::uint32_t i = 0; i < sizes.size(); ++i)
+    ASSERT_TRUE(is_message(p.shandler.frames[i], i, sizes[i].first, sizes[i].second)) << "frame " << i;
   const auto c = p.client->counters().snapshot();
+  const auto s = p.server->counters().snapshot();
+  // Every 50th frame (200-500 KB of data) went zero-copy, the rest by SEND;
+  // the receiver placed the zero-copy data in its registered pool.
   EXPECT_EQ(c.at("zero_copy_transfers"), 12u);
+  EXPECT_GT(s.at("rdma_reads"), 12u);
+  for (std::uint32_t i = 0; i < sizes.size(); i += 50)
+    EXPECT_NE(p.shandler.frames[i].segments[3].ptrs()[0].keys(), nullptr) << "frame " << i << " not in the pool";
+  EXPECT_GT(c.at("tx_copied_bytes"), 0u);
   EXPECT_EQ(c.at("rnr_events"), 0u);
-  EXPECT_EQ(p.server->counters().snapshot().at("rnr_events"), 0u);
+  EXPECT_EQ(s.at("rnr_events"), 0u);
+  EXPECT_EQ(soft::counters(*p.provider)->rnr_naks_sent, 0u) << "a receiver was not ready: credits are wrong";
   EXPECT_GT(c.at("credits_returned"), 0u);
 }
 
 TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
-  Pair p;
+  RdmaOptions o = small_options();
+  o.receive_buffers = 8192;  // a zero-copy transfer takes at most half the pool: 64 MiB
+  Pair p(o);
   ASSERT_NO_FATAL_FAILURE(p.connect());
   const std::size_t n = 64u << 20;
   BufferList big = pattern(n, 99);
@@ -177,24 +61,58 @@ TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
   f.tag = proto::Tag::message;
   f.segments[0] = pattern(41, 1);
   f.segments[3] = big;
-  on_worker(*p.cconn, [&] { return p.cconn->send(std::move(f)); });
+  EXPECT_FALSE(on_worker(*p.cconn, [&] { return p.cconn->send(std::move(f)); }));
+  f = proto::Frame{};
   ASSERT_TRUE(p.shandler.wait([&] { return !p.shandler.frames.empty() || p.shandler.fault; }, 120s));
-  ASSERT_FALSE(p.shandler.fault) << p.shandler.fault->reason;
-  EXPECT_EQ(p.shandler.frames[0].segments[3], big);
+  ASSERT_FALSE(p.shandler.get_fault()) << p.shandler.get_fault()->reason;
+  {
+    std::lock_guard lk(p.shandler.mu);
+    const BufferList& got = p.shandler.frames[0].segments[3];
+    EXPECT_EQ(got, big);
+    // Pulled straight into the receiver's registered pool, one READ per
+    // buffer, no copy on the receive side either.
+    EXPECT_EQ(got.segment_count(), n / (16 * 1024));
+    for (const BufferPtr& b : got.ptrs()) ASSERT_NE(b.keys(), nullptr);
+  }
   const auto c = p.client->counters().snapshot();
   EXPECT_EQ(c.at("zero_copy_transfers"), 1u);
   EXPECT_EQ(c.at("zero_copy_bytes"), n);
   EXPECT_EQ(c.at("tx_copied_bytes"), 0u) << "no byte of the data was copied on the send side";
+  EXPECT_EQ(c.at("transfer_registrations"), 1u) << "the data was registered where it lies";
   EXPECT_EQ(big.ptrs()[0].data(), data_ptr);
-  // The receiver pulled it straight into its registered pool.
   EXPECT_EQ(p.server->counters().snapshot().at("rdma_reads"), n / (16 * 1024));
+  // read_done released the sender's reference (and with it the region's
+  // registration): only `big` holds the data now.
+  EXPECT_TRUE(eventually([&] { return big.ptrs()[0].segment()->use_count() == 1; }))
+      << big.ptrs()[0].segment()->use_count();
+}
+
+TEST(RdmaStack, DataOverThePeersReadLimitGoesThroughSends) {
+  // The receiver takes zero-copy transfers up to half its receive pool
+  // (ConnectInfo.max_read, here 32 MiB); beyond that the sender copies.
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  const std::size_t n = 40u << 20;
+  EXPECT_FALSE(on_worker(*p.cconn, [&] { return p.cconn->send(message(5, 100, n)); }));
+  ASSERT_TRUE(p.shandler.wait([&] { return !p.shandler.frames.empty() || p.shandler.fault; }, 120s));
+  ASSERT_FALSE(p.shandler.get_fault()) << p.shandler.get_fault()->reason;
+  {
+    std::lock_guard lk(p.shandler.mu);
+    EXPECT_TRUE(is_message(p.shandler.frames[0], 5, 100, n));
+  }
+  const auto c = p.client->counters().snapshot();
+  EXPECT_EQ(c.at("zero_copy_transfers"), 0u);
+  EXPECT_EQ(c.at("tx_copied_bytes"), n);
+  EXPECT_EQ(p.server->counters().snapshot().at("rdma_reads"), 0u);
 }
 
 TEST(RdmaStack, AStalledReceiverGivesBackpressureNotRnr) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.connect());
-  p.sconn->worker().post([&] { p.sconn->pause_receive(true); });
-  std::this_thread::sleep_for(50ms);
+  on_worker(*p.sconn, [&] {
+    p.sconn->pause_receive(true);
+    return 0;
+  });
   const std::size_t kFrames = 2000;
   std::size_t queued = on_worker(*p.cconn, [&] {
     for (std::uint32_t i = 0; i < kFrames; ++i) EXPECT_FALSE(p.cconn->send(message(i, 4000, 0)));
@@ -205,21 +123,41 @@ TEST(RdmaStack, AStalledReceiverGivesBackpressureNotRnr) {
   EXPECT_GT(queued, 4000u * 1000) << "the sender holds the backlog while the receiver is stalled";
   const auto c = p.client->counters().snapshot();
   EXPECT_GE(c.at("credit_stalls"), 1u);
+  // Out of credits, the sender posts nothing more.
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(p.client->counters().snapshot().at("tx_sends"), c.at("tx_sends"));
   EXPECT_EQ(c.at("rnr_events"), 0u);
-  EXPECT_LE(p.shandler.frames.size(), 0u) << "nothing is delivered while paused";
+  EXPECT_EQ(p.shandler.frame_count(), 0u) << "nothing is delivered while paused";
+  EXPECT_EQ(p.chandler.writable_count(), 0) << "still over the high-water mark";
   p.sconn->worker().post([&] { p.sconn->pause_receive(false); });
   ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() == kFrames || p.shandler.fault; }, 60s));
+  ASSERT_FALSE(p.shandler.get_fault()) << p.shandler.get_fault()->reason;
+  {
+    std::lock_guard lk(p.shandler.mu);
+    for (std::uint32_t i = 0; i < kFrames; ++i) ASSERT_TRUE(is_message(p.shandler.frames[i], i, 4000, 0)) << i;
+  }
   EXPECT_EQ(on_worker(*p.cconn, [&] { return p.cconn->queued_bytes(); }), 0u);
-  EXPECT_GE(p.chandler.writable, 1) << "on_writable after draining below the low-water mark";
-  EXPECT_EQ(p.client->counters().snapshot().at("rnr_events"), 0u);
+  EXPECT_TRUE(p.chandler.wait([&] { return p.chandler.writable >= 1; }))
+      << "on_writable after draining below the low-water mark";
+  const auto after = p.client->counters().snapshot();
+  EXPECT_EQ(after.at("rnr_events"), 0u);
+  EXPECT_GT(after.at("credit_stall_ns"), 0u);
+  EXPECT_LT(after.at("tx_sends"), kFrames) << "small frames share SENDs";
+  EXPECT_EQ(soft::counters(*p.provider)->rnr_naks_sent, 0u) << "the receiver was never sent more than it posted";
 }
 
 TEST(RdmaStack, PeerCloseFaultsTheOtherSide) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.connect());
-  p.cconn->worker().post([&] { p.cconn->close(); });
+  close_sync(p.cconn);
   ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.fault.has_value(); }));
-  EXPECT_FALSE(p.chandler.fault) << "no callback after close()";
+  EXPECT_NE(p.shandler.get_fault()->reason.find("DISCONNECTED"), std::string::npos) << p.shandler.get_fault()->reason;
+  EXPECT_FALSE(p.chandler.get_fault()) << "no callback after close()";
+  p.close_main();
+  EXPECT_TRUE(no_leaks(*p.client));
+  EXPECT_TRUE(no_leaks(*p.server));
+  EXPECT_EQ(p.client->counters().snapshot().at("qps_active"), 0u);
+  EXPECT_EQ(p.server->counters().snapshot().at("qps_active"), 0u);
 }
 
 TEST(RdmaStack, AMissingDeviceIsAClearSetupError) {
@@ -247,7 +185,31 @@ TEST(RdmaStack, ConnectToNobodyIsRefused) {
                     });
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
-  EXPECT_TRUE(f.get());
+  EXPECT_EQ(f.get(), make_error_code(errc::connection_refused));
+  EXPECT_TRUE(no_leaks(*p.client));
+}
+
+TEST(RdmaStack, StopFailsAConnectInProgress) {
+  // The handler of a connect still resolving when the stack stops runs,
+  // with shutting_down; it is not dropped.
+  Pair p;
+  std::promise<std::error_code> done;
+  auto& w = p.client->worker(1);
+  // Hold worker 1 so the connect cannot start before stop().
+  std::promise<void> release;
+  auto held = release.get_future().share();
+  w.post([held] { held.wait(); });
+  p.client->connect(p.bound, w, [&](std::error_code ec, transport::ConnectionRef c) {
+    EXPECT_FALSE(c);
+    done.set_value(ec);
+  });
+  std::thread stopper([&] { p.client->stop(); });
+  std::this_thread::sleep_for(50ms);
+  release.set_value();
+  stopper.join();
+  auto f = done.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), make_error_code(errc::shutting_down));
 }
 
 }  // namespace

@@ -17,6 +17,7 @@ TEST(Wire, ConnectInfoRoundTripAndGoldenPrefix) {
   c.max_inline = 220;
   c.max_frame = 256u << 20;
   c.zero_copy_threshold = 65536;
+  c.max_read = 0x12345678;
   const auto b = c.encode();
   // "SPH1" little-endian magic, version 1, flags, slots.
   EXPECT_EQ(std::vector<std::uint8_t>(b.begin(), b.begin() + 8),
@@ -27,6 +28,9 @@ TEST(Wire, ConnectInfoRoundTripAndGoldenPrefix) {
   EXPECT_EQ(d.recv_buffer_size, 128u * 1024);
   EXPECT_EQ(d.zero_copy_threshold, 65536u);
   EXPECT_EQ(d.update_slots, 2u);
+  EXPECT_EQ(d.max_read, 0x12345678u);
+  EXPECT_EQ(std::vector<std::uint8_t>(b.begin() + 28, b.end()),
+            (std::vector<std::uint8_t>{0x78, 0x56, 0x34, 0x12}));
 }
 
 TEST(Wire, ConnectInfoRejectsBadInput) {
