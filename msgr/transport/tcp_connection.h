@@ -131,8 +131,8 @@ class TcpConnection final : public Connection {
 
   // Setup and banner (tcp_connection.cc).
   void read_banner_prefix();
-  void on_banner_prefix(const boost::system::error_code& ec);
-  void on_banner_payload(const boost::system::error_code& ec);
+  void on_banner_prefix(const boost::system::error_code& ec, std::size_t n);
+  void on_banner_payload(const boost::system::error_code& ec, std::size_t n);
   void establish(const proto::Negotiated& n);
   void io_fault(const boost::system::error_code& ec, std::string_view op);
   void fault(std::error_code code, std::string_view reason);
@@ -143,6 +143,10 @@ class TcpConnection final : public Connection {
   void schedule_flush();
   void start_write();
   void on_write(const boost::system::error_code& ec, std::size_t n);
+  // Shared by every read completion: false when the read is stale (the
+  // connection left `expected`), failed, or picked for an injected failure.
+  bool read_completed(State expected, const boost::system::error_code& ec, std::size_t n,
+                      std::string_view op);
   void start_read();
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void deliver_frames();
