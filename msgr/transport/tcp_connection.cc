@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cstring>
 
+#include <boost/asio/read.hpp>
 #include <fmt/format.h>
 
 #include "msgr/base/error.h"

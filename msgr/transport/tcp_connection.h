@@ -14,14 +14,17 @@
 // `established` wait unencoded (the revision is not known yet).
 #pragma once
 
-#include "msgr/transport/asio.h"  // first: before transport.h includes Asio
-
 #include <atomic>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "msgr/transport/fault_injection.h"
 #include "msgr/transport/options.h"

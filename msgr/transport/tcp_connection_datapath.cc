@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <span>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"

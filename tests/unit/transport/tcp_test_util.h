@@ -2,8 +2,6 @@
 // with a server and a client stack, raw sockets for malformed input.
 #pragma once
 
-#include "msgr/transport/tcp_stack.h"  // first: it includes Asio (see asio.h)
-
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,6 +19,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/transport/tcp_connection.h"
+#include "msgr/transport/tcp_stack.h"
 
 namespace siphon::transport::test {
 
