@@ -1,0 +1,203 @@
+// Internals of the TCP stack: the worker and the connection.
+//
+// Connection states (all transitions on the connection's worker):
+//
+//   connecting --connect ok--> idle --start()--> banner --banners compatible--> established
+//        |                       |                  |                                |
+//        +--error: done(ec)      +------------------+---- close() / fault ---------> closed
+//
+// In `banner`, both sides send their banner at once and read the peer's
+// 10-byte prefix, then its payload. In `established`, frames flow: send()
+// encodes into the send queue, one gathered async_write takes everything
+// queued; reads go into refcounted segments fed to the FrameDecoder, whose
+// frames are delivered until pause_receive(true). Frames sent before
+// `established` wait unencoded (the revision is not known yet).
+#pragma once
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include "msgr/transport/fault_injection.h"
+#include "msgr/transport/options.h"
+#include "msgr/transport/transport.h"
+
+namespace siphon::transport {
+
+// State every worker and connection of one stack shares (read-only except
+// the atomics).
+struct TcpShared {
+  explicit TcpShared(TcpOptions o, std::uint64_t s) : opts(std::move(o)), seed(s) {}
+  const TcpOptions opts;
+  const std::uint64_t seed;  // fault-injection seed
+  InjectionCounters counters;
+  std::atomic<std::uint64_t> next_serial{0};
+  std::atomic<std::size_t> round_robin{0};  // tie-breaker when picking workers
+  std::atomic<bool> stopping{false};
+};
+
+class TcpConnection;
+
+class TcpWorker final : public Worker {
+ public:
+  explicit TcpWorker(std::size_t index);
+  ~TcpWorker() override;
+  boost::asio::io_context& io() noexcept override { return io_; }
+  std::size_t index() const noexcept override { return index_; }
+  bool in_worker_thread() const noexcept override {
+    return exec_.running_in_this_thread();
+  }
+  void post(std::function<void()> fn) override;
+
+  // Setup, from the stack.
+  void start_thread();
+  void release_and_join();  // lets run() return once idle, then joins
+
+  // Open connections of this worker (worker thread only).
+  void add(std::shared_ptr<TcpConnection> conn);
+  void remove(TcpConnection* conn) noexcept;
+  void close_all();
+  // Connections created on this worker and not closed yet: counted from
+  // construction (before they are registered), so that accepts in quick
+  // succession see each other. Read from any thread by pick_worker().
+  std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  void add_load() noexcept { load_.fetch_add(1, std::memory_order_relaxed); }
+  void drop_load() noexcept { load_.fetch_sub(1, std::memory_order_relaxed); }
+
+ private:
+  // Declared first: destroyed last, after anything bound to it.
+  boost::asio::io_context io_;
+  boost::asio::io_context::executor_type exec_{io_.get_executor()};
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
+  std::size_t index_;
+  std::thread thread_;
+  std::unordered_map<TcpConnection*, std::shared_ptr<TcpConnection>> conns_;
+  std::atomic<std::size_t> load_{0};
+};
+
+// Per-connection counters (worker thread only; tests and debugging).
+struct TcpConnectionStats {
+  std::uint64_t frames_sent = 0;      // frames handed to send()
+  std::uint64_t frames_received = 0;  // frames delivered to on_frame()
+  std::uint64_t bytes_sent = 0;       // wire bytes written (banner included)
+  std::uint64_t bytes_received = 0;   // wire bytes read (banner included)
+  std::uint64_t write_batches = 0;    // gathered writes issued
+  std::uint64_t read_ops = 0;         // reads completed
+};
+
+class TcpConnection final : public Connection {
+ public:
+  using tcp = boost::asio::ip::tcp;
+
+  TcpConnection(std::shared_ptr<TcpWorker> worker, std::shared_ptr<TcpShared> shared,
+                tcp::socket socket, bool client);
+  ~TcpConnection() override;
+
+  // Connection (every method on the connection's worker).
+  void start(ConnectionHandler& handler, const proto::Banner& mine) override;
+  std::error_code send(proto::Frame&& frame) override;
+  std::size_t queued_bytes() const noexcept override { return queued_bytes_ + early_bytes_; }
+  void pause_receive(bool paused) override;
+  void close() override;
+  Worker& worker() noexcept override { return *worker_; }
+  const NetAddress& peer_address() const noexcept override { return peer_; }
+  const NetAddress& local_address() const noexcept override { return local_; }
+  bool is_client() const noexcept override { return client_; }
+
+  // Setup, from the stack.
+  // Connects to `peer`; `done` runs on the worker with this connection or an error.
+  void connect_to(const NetAddress& peer, ConnectHandler done);
+  // An accepted socket: records the addresses.
+  void accepted();
+
+  const TcpConnectionStats& stats() const noexcept { return stats_; }
+  // The socket's descriptor (for inspection, e.g. of socket options).
+  int native_handle() noexcept;
+  std::uint64_t serial() const noexcept { return serial_; }
+
+ private:
+  enum class State { connecting, idle, banner, established, closed };
+
+  std::shared_ptr<TcpConnection> self() {
+    return std::static_pointer_cast<TcpConnection>(shared_from_this());
+  }
+  void assert_on_worker() const noexcept;
+  void learn_addresses();
+
+  // Setup and banner (tcp_connection.cc).
+  void read_banner_prefix();
+  void on_banner_prefix(const boost::system::error_code& ec, std::size_t n);
+  void on_banner_payload(const boost::system::error_code& ec, std::size_t n);
+  void establish(const proto::Negotiated& n);
+  void io_fault(const boost::system::error_code& ec, std::string_view op);
+  void fault(std::error_code code, std::string_view reason);
+  void shutdown() noexcept;
+
+  // Data path (tcp_connection_datapath.cc).
+  void enqueue(BufferList&& wire);
+  void schedule_flush();
+  void start_write();
+  void on_write(const boost::system::error_code& ec, std::size_t n);
+  // Shared by every read completion: false when the read is stale (the
+  // connection left `expected`), failed, or picked for an injected failure.
+  bool read_completed(State expected, const boost::system::error_code& ec, std::size_t n,
+                      std::string_view op);
+  void start_read();
+  void on_read(const boost::system::error_code& ec, std::size_t n);
+  void deliver_frames();
+  void on_delay_done(const boost::system::error_code& ec);
+
+  // Declared first so that the io_context outlives the socket and timer.
+  std::shared_ptr<TcpWorker> worker_;
+  std::shared_ptr<TcpShared> shared_;
+  tcp::socket socket_;
+  boost::asio::steady_timer delay_timer_;
+  const bool client_;
+  const std::uint64_t serial_;
+  State state_;
+  ConnectionHandler* handler_ = nullptr;
+  NetAddress peer_;
+  NetAddress local_;
+  FaultInjector injector_;
+  TcpConnectionStats stats_;
+
+  // Banner exchange.
+  proto::Banner mine_{};
+  std::array<std::byte, proto::Banner::kPrefixSize> banner_prefix_{};
+  std::vector<std::byte> banner_payload_;
+
+  // Receive side.
+  std::optional<proto::FrameDecoder> decoder_;
+  BufferPtr rx_hold_;         // our reference to the segment reads go into
+  std::size_t rx_used_ = 0;   // bytes of it already read
+  bool reading_ = false;
+  bool paused_ = false;
+  bool resume_scheduled_ = false;
+  bool delaying_ = false;                 // an injected delay is running
+  std::optional<proto::Frame> held_;      // the frame it holds back
+
+  // Send side.
+  std::vector<proto::Frame> early_;       // sent before `established`
+  std::size_t early_bytes_ = 0;
+  std::vector<BufferList> tx_queue_;      // encoded, waiting for the next batch
+  std::vector<BufferList> tx_inflight_;   // the batch being written
+  std::vector<boost::asio::const_buffer> iov_;
+  std::size_t queued_bytes_ = 0;          // tx_queue_ + tx_inflight_
+  std::size_t inflight_bytes_ = 0;
+  bool writing_ = false;
+  bool flush_scheduled_ = false;
+  bool backpressure_ = false;
+};
+
+// Maps an Asio/system error to the project's error codes.
+std::error_code map_asio_error(const boost::system::error_code& ec) noexcept;
+
+}  // namespace siphon::transport

@@ -1,0 +1,214 @@
+// TcpConnection data path: send queue and gathered writes, reads into
+// refcounted segments, frame delivery, pause/resume, injected delays.
+//
+// Everything here runs on the connection's worker. Steady state allocates
+// only what the data needs: one small block per encoded frame (preamble and
+// crcs) and one receive segment per `tcp_read_chunk` bytes (or per large
+// frame); the queues and the iovec array keep their capacity. No locks; logs
+// only at trace level, except on faults.
+#include <algorithm>
+#include <span>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "msgr/transport/tcp_connection.h"
+
+namespace siphon::transport {
+
+namespace {
+// Largest receive segment allocated for one pending frame; bigger frames
+// arrive in several segments.
+constexpr std::size_t kMaxReadBuffer = 16u << 20;
+constexpr std::string_view kInjectedFailure = "injected socket failure";
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Send side
+
+std::error_code TcpConnection::send(proto::Frame&& frame) {
+  assert_on_worker();
+  if (state_ == State::closed) return errc::not_connected;
+  ++stats_.frames_sent;
+  if (state_ == State::established) {
+    enqueue(proto::encode_frame(frame, decoder_->rev()));
+    schedule_flush();
+  } else {
+    // The revision is decided by the banners: encode once it is known. rev0
+    // is the longer encoding, so the estimate never under-reports.
+    early_bytes_ += proto::encoded_length(frame, proto::FrameRev::rev0);
+    early_.push_back(std::move(frame));
+  }
+  if (queued_bytes() > shared_->opts.common.send_queue_high_water) backpressure_ = true;
+  return {};
+}
+
+void TcpConnection::enqueue(BufferList&& wire) {
+  queued_bytes_ += wire.length();
+  tx_queue_.push_back(std::move(wire));
+}
+
+// Writes are deferred to the end of the current handler so that every frame
+// queued by it goes out in one gathered write.
+void TcpConnection::schedule_flush() {
+  if (writing_ || flush_scheduled_ || tx_queue_.empty()) return;
+  flush_scheduled_ = true;
+  boost::asio::post(worker_->io(), [self = self()] {
+    self->flush_scheduled_ = false;
+    self->start_write();
+  });
+}
+
+void TcpConnection::start_write() {
+  if (writing_ || tx_queue_.empty()) return;
+  if (state_ != State::banner && state_ != State::established) return;
+  if (injector_.socket_failure()) return fault(errc::injected_fault, kInjectedFailure);
+  tx_inflight_.swap(tx_queue_);  // tx_inflight_ was empty: capacities swap, nothing allocates
+  iov_.clear();
+  std::size_t bytes = 0;
+  for (const BufferList& wire : tx_inflight_) {
+    for (const BufferPtr& p : wire.ptrs()) {
+      if (p.length() == 0) continue;
+      iov_.emplace_back(p.data(), p.length());
+      bytes += p.length();
+    }
+  }
+  inflight_bytes_ = bytes;
+  writing_ = true;
+  ++stats_.write_batches;
+  SIPHON_TRACE(transport, "tcp conn {}: writing {} frames, {} bytes in {} pieces", serial_,
+               tx_inflight_.size(), bytes, iov_.size());
+  // A span, not the vector: the write operation copies the sequence it is given.
+  boost::asio::async_write(
+      socket_, std::span<const boost::asio::const_buffer>(iov_),
+      [self = self()](const boost::system::error_code& ec, std::size_t n) { self->on_write(ec, n); });
+}
+
+void TcpConnection::on_write(const boost::system::error_code& ec, std::size_t n) {
+  writing_ = false;
+  tx_inflight_.clear();  // drops our references to the written frames
+  if (state_ == State::closed) return;
+  if (ec) return io_fault(ec, "write");
+  stats_.bytes_sent += n;
+  queued_bytes_ -= inflight_bytes_;
+  inflight_bytes_ = 0;
+  start_write();  // whatever was queued while this batch was in flight
+  if (state_ != State::closed && backpressure_ &&
+      queued_bytes() <= shared_->opts.common.send_queue_low_water) {
+    backpressure_ = false;
+    handler_->on_writable();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Receive side
+
+void TcpConnection::pause_receive(bool paused) {
+  assert_on_worker();
+  if (paused) {
+    paused_ = true;
+    return;
+  }
+  if (!paused_) return;
+  paused_ = false;
+  if (state_ != State::established || resume_scheduled_) return;
+  // Never call back into the handler from inside its own call.
+  resume_scheduled_ = true;
+  boost::asio::post(worker_->io(), [self = self()] {
+    self->resume_scheduled_ = false;
+    self->deliver_frames();
+    self->start_read();
+  });
+}
+
+void TcpConnection::start_read() {
+  if (state_ != State::established || reading_ || paused_ || delaying_) return;
+  // Read into the current segment while it has room for what the decoder
+  // wants (up to a chunk); otherwise start a segment sized for the pending
+  // frame, so a large segment arrives (mostly) contiguous and uncopied.
+  const std::size_t chunk = shared_->opts.tcp_read_chunk;
+  const std::size_t want = std::max<std::size_t>(decoder_->bytes_wanted(), 1);
+  Segment* seg = rx_hold_.segment();
+  std::size_t room = seg != nullptr ? seg->capacity() - rx_used_ : 0;
+  if (room < std::min(want, chunk)) {
+    const std::size_t cap = std::max(chunk, std::min(want, kMaxReadBuffer));
+    seg = Segment::allocate(cap);
+    rx_hold_ = BufferPtr(seg, 0, 0);
+    rx_used_ = 0;
+    room = cap;
+  }
+  reading_ = true;
+  socket_.async_read_some(
+      boost::asio::buffer(seg->data() + rx_used_, room),
+      [self = self()](const boost::system::error_code& ec, std::size_t n) { self->on_read(ec, n); });
+}
+
+bool TcpConnection::read_completed(State expected, const boost::system::error_code& ec,
+                                   std::size_t n, std::string_view op) {
+  if (state_ != expected) return false;
+  if (ec) {
+    io_fault(ec, op);
+    return false;
+  }
+  ++stats_.read_ops;
+  stats_.bytes_received += n;
+  if (injector_.socket_failure()) {
+    fault(errc::injected_fault, kInjectedFailure);
+    return false;
+  }
+  return true;
+}
+
+void TcpConnection::on_read(const boost::system::error_code& ec, std::size_t n) {
+  reading_ = false;
+  if (!read_completed(State::established, ec, n, "read")) return;
+  BufferList bytes;
+  bytes.append(BufferPtr(rx_hold_.segment(), rx_used_, n));
+  rx_used_ += n;
+  decoder_->feed(std::move(bytes));
+  deliver_frames();
+  start_read();
+}
+
+void TcpConnection::deliver_frames() {
+  // The handler may close, pause or send from on_frame(): re-check each time.
+  while (state_ == State::established && !paused_ && !delaying_) {
+    proto::Frame frame;
+    if (held_) {
+      frame = std::move(*held_);
+      held_.reset();
+    } else {
+      const auto status = decoder_->next(frame);
+      if (status == proto::FrameDecoder::Status::need_more) return;
+      if (status == proto::FrameDecoder::Status::error)
+        return fault(decoder_->error(), decoder_->error_reason());
+      if (frame.tag == proto::Tag::message) {
+        const auto delay = injector_.message_delay();
+        if (delay.count() > 0) {
+          // Hold this frame (and, by not reading, everything after it).
+          held_ = std::move(frame);
+          delaying_ = true;
+          delay_timer_.expires_after(delay);
+          delay_timer_.async_wait(
+              [self = self()](const boost::system::error_code& ec) { self->on_delay_done(ec); });
+          return;
+        }
+      }
+    }
+    ++stats_.frames_received;
+    SIPHON_TRACE(transport, "tcp conn {}: frame {} ({} bytes)", serial_, proto::to_string(frame.tag),
+                 frame.payload_length());
+    handler_->on_frame(std::move(frame));
+  }
+}
+
+void TcpConnection::on_delay_done(const boost::system::error_code& ec) {
+  delaying_ = false;
+  if (ec || state_ != State::established) return;
+  deliver_frames();
+  start_read();
+}
+
+}  // namespace siphon::transport

@@ -1,0 +1,713 @@
+// TcpStack over loopback: connect/accept, banners, frames in bulk, flow
+// control, pause/resume, close and faults, malformed peers, binding.
+#include "tcp_test_util.h"
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <atomic>
+#include <cstring>
+#include <random>
+
+#include "msgr/base/crc32c.h"
+#include "msgr/base/log.h"
+
+namespace siphon::transport::test {
+namespace {
+
+class TcpTest : public TcpFixture {
+ protected:
+  void SetUp() override { make_stacks(); }
+};
+
+int sockopt(const ConnectionRef& c, int level, int name) {
+  return run_on(c->worker(), [&] {
+    int v = -1;
+    socklen_t len = sizeof(v);
+    ::getsockopt(tcp(c)->native_handle(), level, name, &v, &len);
+    return v;
+  });
+}
+
+TEST_F(TcpTest, ConnectAcceptAndExchangeIPv4) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  EXPECT_TRUE(addr->is_ipv4());
+  EXPECT_GE(addr->port(), 20000);
+  EXPECT_LE(addr->port(), 29999);
+  Pair p = connect_pair(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  ASSERT_TRUE(p.client.rec->wait_established());
+  ASSERT_TRUE(p.server.rec->wait_established());
+  EXPECT_EQ(p.client.rec->established()->rev, proto::FrameRev::rev1);
+  EXPECT_EQ(p.server.rec->established()->rev, proto::FrameRev::rev1);
+  EXPECT_TRUE(p.client.conn->is_client());
+  EXPECT_FALSE(p.server.conn->is_client());
+  EXPECT_EQ(p.client.conn->peer_address(), *addr);
+  EXPECT_EQ(p.server.conn->local_address(), *addr);
+  EXPECT_EQ(p.server.conn->peer_address(), p.client.conn->local_address());
+  EXPECT_EQ(sockopt(p.client.conn, IPPROTO_TCP, TCP_NODELAY), 1);
+  EXPECT_EQ(sockopt(p.server.conn, IPPROTO_TCP, TCP_NODELAY), 1);
+  EXPECT_EQ(sockopt(p.client.conn, SOL_SOCKET, SO_KEEPALIVE), 1);
+  EXPECT_EQ(sockopt(p.server.conn, SOL_SOCKET, SO_KEEPALIVE), 1);
+
+  ASSERT_FALSE(send(p.client.conn, control(proto::Tag::hello, "from client")));
+  ASSERT_FALSE(send(p.server.conn, control(proto::Tag::hello, "from server")));
+  ASSERT_TRUE(p.server.rec->wait_frames(1));
+  ASSERT_TRUE(p.client.rec->wait_frames(1));
+  auto at_server = p.server.rec->take_frames();
+  auto at_client = p.client.rec->take_frames();
+  EXPECT_EQ(at_server[0].tag, proto::Tag::hello);
+  EXPECT_EQ(at_server[0].segments[0].to_string(), "from client");
+  EXPECT_EQ(at_client[0].segments[0].to_string(), "from server");
+  EXPECT_EQ(p.client.rec->fault_count(), 0);
+}
+
+TEST_F(TcpTest, ConnectAcceptIPv6) {
+  const auto addr = listen("::1");
+  if (!addr) GTEST_SKIP() << "no IPv6 loopback here";
+  EXPECT_TRUE(addr->is_ipv6());
+  Pair p = connect_pair(*addr);
+  ASSERT_TRUE(p.client.rec->wait_established());
+  ASSERT_TRUE(p.server.rec->wait_established());
+  EXPECT_TRUE(p.server.conn->peer_address().is_ipv6());
+  ASSERT_FALSE(send(p.client.conn, control(proto::Tag::keepalive2, "12345678")));
+  ASSERT_TRUE(p.server.rec->wait_frames(1));
+  EXPECT_EQ(p.server.rec->take_frames()[0].segments[0].to_string(), "12345678");
+}
+
+TEST_F(TcpTest, FramesSentBeforeTheBannerArriveAfterIt) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Recorder& crec = recorder();
+  Recorder& srec = recorder();
+  const auto connected = connect(*client_, *addr, &crec, {}, [](Connection& c) {
+    for (int i = 0; i < 3; ++i)
+      EXPECT_FALSE(c.send(control(proto::Tag::ack, "early" + std::to_string(i))));
+    EXPECT_GT(c.queued_bytes(), 0u);
+  });
+  ASSERT_FALSE(connected.first);
+  ASSERT_TRUE(start_accepted(srec));
+  ASSERT_TRUE(srec.wait_frames(3));
+  const auto frames = srec.take_frames();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(frames[i].segments[0].to_string(), "early" + std::to_string(i));
+  EXPECT_EQ(srec.events().front(), "established");
+}
+
+TEST_F(TcpTest, Rev0WhenThePeerLacksRev1) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_pair(*addr, proto::Banner{0, 0}, proto::Banner{});
+  ASSERT_TRUE(p.client.rec->wait_established());
+  ASSERT_TRUE(p.server.rec->wait_established());
+  EXPECT_EQ(p.client.rec->established()->rev, proto::FrameRev::rev0);
+  EXPECT_EQ(p.server.rec->established()->rev, proto::FrameRev::rev0);
+  EXPECT_EQ(p.server.rec->established()->peer.supported, 0u);
+  proto::Frame m;
+  m.tag = proto::Tag::message;
+  m.segments[0] = BufferList::copy_of(std::string(41, 'h'));
+  m.segments[3] = BufferList::copy_of(std::string(5000, 'd'));
+  ASSERT_FALSE(send(p.client.conn, m));
+  ASSERT_FALSE(send(p.server.conn, control(proto::Tag::wait, "")));
+  ASSERT_TRUE(p.server.rec->wait_frames(1));
+  ASSERT_TRUE(p.client.rec->wait_frames(1));
+  const auto got = p.server.rec->take_frames();
+  EXPECT_EQ(got[0].segments[3].to_string(), std::string(5000, 'd'));
+  EXPECT_EQ(p.client.rec->take_frames()[0].tag, proto::Tag::wait);
+}
+
+TEST_F(TcpTest, RequiredFeatureMismatchFaultsBothSides) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  // The client requires rev1 (as the kernel does); the server lacks it.
+  Pair p = connect_pair(*addr, proto::Banner{1, 1}, proto::Banner{0, 0});
+  ASSERT_TRUE(p.client.rec->wait_fault());
+  ASSERT_TRUE(p.server.rec->wait_fault());
+  EXPECT_EQ(p.client.rec->fault()->code, errc::unsupported_protocol);
+  EXPECT_NE(p.client.rec->fault()->reason.find("peer lacks required msgr2 features"),
+            std::string::npos)
+      << p.client.rec->fault()->reason;
+  EXPECT_EQ(p.server.rec->fault()->code, errc::unsupported_protocol);
+  EXPECT_NE(p.server.rec->fault()->reason.find("peer requires msgr2 features we lack"),
+            std::string::npos)
+      << p.server.rec->fault()->reason;
+  EXPECT_FALSE(p.client.rec->established());
+  EXPECT_FALSE(p.server.rec->established());
+  EXPECT_EQ(send(p.client.conn, control(proto::Tag::hello, "x")), errc::not_connected);
+}
+
+// ---------------------------------------------------------------------------
+// Bulk transfer: 10k frames of mixed shapes and sizes, both directions.
+
+// Frame i is described by a seeded generator, so the receiver can rebuild
+// what it should see. Payload bytes are slices of one shared random buffer
+// (sent without copying); segment 0 starts with the frame's index.
+class FrameSource {
+ public:
+  static constexpr std::size_t kPatternSize = (4u << 20) + 8192;
+  FrameSource() {
+    std::string s(kPatternSize, '\0');
+    std::mt19937_64 rng(99);
+    for (auto& c : s) c = static_cast<char>(rng());
+    pattern_ = BufferList::copy_of(s);
+    raw_ = pattern_.ptrs()[0].data();
+  }
+
+  struct Spec {
+    proto::Tag tag;
+    std::array<std::size_t, 4> off{};
+    std::array<std::size_t, 4> len{};  // of the pattern slice (segment 0: after the index)
+    bool index = true;                 // segment 0 carries the 8-byte index
+  };
+
+  static Spec spec(std::uint64_t i) {
+    std::mt19937 rng(static_cast<unsigned>(i * 2654435761u + 1));
+    auto pick = [&](std::size_t max) { return static_cast<std::size_t>(rng() % (max + 1)); };
+    Spec s{};
+    switch (i % 8) {
+      case 0:  // empty control frame
+        s.tag = proto::Tag::wait;
+        s.index = false;
+        break;
+      case 1:
+      case 2:  // small control frame
+        s.tag = proto::Tag::keepalive2;
+        s.len[0] = pick(200);
+        break;
+      default:  // MESSAGE: header, and any of front/middle/data (some empty)
+        s.tag = proto::Tag::message;
+        s.len[0] = 33;
+        s.len[1] = pick(2048);
+        s.len[2] = (i % 3 == 0) ? 0 : pick(64);
+        s.len[3] = (i % 2 == 0) ? 0 : pick(2048);
+        if (i % 1000 == 999) s.len[3] = 4u << 20;  // the largest: 4 MiB
+        if (i % 400 == 7) s.len[1] = 1u << 20;
+        break;
+    }
+    for (std::size_t k = 0; k < 4; ++k) s.off[k] = pick(kPatternSize - s.len[k]);
+    return s;
+  }
+
+  proto::Frame make(std::uint64_t i) const {
+    const Spec s = spec(i);
+    proto::Frame f;
+    f.tag = s.tag;
+    if (s.index) f.segments[0].append(&i, sizeof(i));
+    for (std::size_t k = 0; k < 4; ++k)
+      if (s.len[k] > 0) f.segments[k].append(pattern_.slice(s.off[k], s.len[k]));
+    return f;
+  }
+
+  // Empty string when `f` is frame i, else what differs.
+  std::string check(std::uint64_t i, const proto::Frame& f) const {
+    const Spec s = spec(i);
+    if (f.tag != s.tag) return "tag";
+    for (std::size_t k = 0; k < 4; ++k) {
+      std::size_t at = 0;
+      if (k == 0 && s.index) {
+        std::uint64_t got = ~0ull;
+        if (f.segments[0].length() < 8) return "segment 0 too short";
+        f.segments[0].copy_out(0, 8, &got);
+        if (got != i) return "index " + std::to_string(got);
+        at = 8;
+      }
+      if (f.segments[k].length() != at + s.len[k]) return "length of segment " + std::to_string(k);
+      std::size_t pos = 0;
+      for (const BufferPtr& p : f.segments[k].ptrs()) {
+        const std::size_t skip = pos < at ? std::min(at - pos, p.length()) : 0;
+        const std::size_t n = p.length() - skip;
+        if (n > 0 && std::memcmp(p.data() + skip, raw_ + s.off[k] + (pos + skip - at), n) != 0)
+          return "bytes of segment " + std::to_string(k);
+        pos += p.length();
+      }
+    }
+    return {};
+  }
+
+ private:
+  BufferList pattern_;
+  const std::byte* raw_ = nullptr;
+};
+
+// Sends frames [0, total) on `conn`, as fast as backpressure allows: it
+// stops above the high-water mark and resumes from on_writable().
+class Pump {
+ public:
+  Pump(const FrameSource& src, ConnectionRef conn, std::uint64_t total)
+      : src_(src), conn_(std::move(conn)), total_(total) {}
+  void run() {  // on the connection's worker
+    const std::size_t high = 4u << 20;
+    while (next_ < total_ && conn_->queued_bytes() <= high) {
+      if (conn_->send(src_.make(next_))) return;
+      ++next_;
+    }
+  }
+  std::uint64_t sent() const { return next_; }
+
+ private:
+  const FrameSource& src_;
+  ConnectionRef conn_;
+  std::uint64_t total_;
+  std::uint64_t next_ = 0;
+};
+
+// Checks frames as they arrive, on the worker, without keeping them.
+struct Checker {
+  explicit Checker(const FrameSource& s) : src(s) {}
+  const FrameSource& src;
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<int> errors{0};
+  std::string first_error;
+  void operator()(proto::Frame& f) {
+    const std::uint64_t i = next.load();
+    std::string why = src.check(i, f);
+    if (!why.empty() && errors.fetch_add(1) == 0) first_error = "frame " + std::to_string(i) + ": " + why;
+    next.store(i + 1);
+  }
+};
+
+TEST_F(TcpTest, TenThousandMixedFramesInOrderAndIntact) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  const FrameSource src;
+  constexpr std::uint64_t kForward = 10000, kBackward = 1000;
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& crec = *p.client.rec;
+  Recorder& srec = *p.server.rec;
+  // Nothing arrives before the server side starts: hooks can go in now.
+  crec.keep_frames = srec.keep_frames = false;
+  Checker at_server{src}, at_client{src};
+  srec.frame_hook = [&](proto::Frame& f) { at_server(f); };
+  crec.frame_hook = [&](proto::Frame& f) { at_client(f); };
+  Pump forward(src, cconn, kForward), backward(src, sconn, kBackward);
+  crec.writable_hook = [&] { forward.run(); };
+  srec.writable_hook = [&] { backward.run(); };
+  start(p.server);
+  run_on(cconn->worker(), [&] { forward.run(); });
+  run_on(sconn->worker(), [&] { backward.run(); });
+
+  ASSERT_TRUE(srec.wait_frames(kForward, 60s)) << srec.frame_count() << " frames arrived";
+  ASSERT_TRUE(crec.wait_frames(kBackward, 60s)) << crec.frame_count() << " frames arrived";
+  EXPECT_EQ(at_server.errors.load(), 0) << at_server.first_error;
+  EXPECT_EQ(at_client.errors.load(), 0) << at_client.first_error;
+  EXPECT_EQ(forward.sent(), kForward);
+  EXPECT_GT(crec.writable_count(), 0) << "4 MiB frames must have crossed the high-water mark";
+  EXPECT_EQ(crec.fault_count() + srec.fault_count(), 0);
+  const auto stats = run_on(cconn->worker(), [&] { return tcp(cconn)->stats(); });
+  EXPECT_EQ(stats.frames_sent, kForward);
+  EXPECT_LT(stats.write_batches, kForward / 4) << "frames are batched into gathered writes";
+  EXPECT_EQ(run_on(cconn->worker(), [&] { return cconn->queued_bytes(); }), 0u);
+}
+
+TEST_F(TcpTest, AllFramesQueuedInOneHandlerGoOutInOneWrite) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_pair(*addr);
+  ASSERT_TRUE(p.client.rec->wait_established());
+  const auto before = run_on(p.client.conn->worker(), [&] { return tcp(p.client.conn)->stats(); });
+  run_on(p.client.conn->worker(), [&] {
+    for (int i = 0; i < 100; ++i)
+      EXPECT_FALSE(p.client.conn->send(control(proto::Tag::ack, std::to_string(i))));
+  });
+  ASSERT_TRUE(p.server.rec->wait_frames(100));
+  const auto after = run_on(p.client.conn->worker(), [&] { return tcp(p.client.conn)->stats(); });
+  EXPECT_EQ(after.write_batches - before.write_batches, 1u);
+  const auto frames = p.server.rec->take_frames();
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(frames[i].segments[0].to_string(), std::to_string(i));
+}
+
+// ---------------------------------------------------------------------------
+// Flow control
+
+TEST_F(TcpTest, BackpressureAndOnWritable) {
+  TcpOptions copts = test_options();
+  copts.common.send_queue_high_water = 1u << 20;
+  copts.common.send_queue_low_water = 256u << 10;
+  TcpOptions sopts = test_options();
+  sopts.tcp_rcvbuf = 64u << 10;
+  client_->stop();
+  server_->stop();
+  make_stacks(sopts, copts);
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& crec = *p.client.rec;
+  Recorder& srec = *p.server.rec;
+  srec.keep_frames = false;
+  run_on(sconn->worker(), [&] {
+    sconn->pause_receive(true);  // before start: nothing is delivered or read
+    sconn->start(srec, {});
+  });
+  ASSERT_TRUE(srec.wait_established());
+
+  // A small frame never reports backpressure.
+  ASSERT_FALSE(send(cconn, control(proto::Tag::ack, "small")));
+  // 32 MiB against a receiver that does not read: more than the socket buffers hold.
+  std::size_t queued_at_writable = ~std::size_t{0};
+  crec.writable_hook = [&] { queued_at_writable = cconn->queued_bytes(); };
+  const std::string chunk(1u << 20, 'x');
+  run_on(cconn->worker(), [&] {
+    for (int i = 0; i < 32; ++i) {
+      proto::Frame f;
+      f.tag = proto::Tag::message;
+      f.segments[0] = BufferList::copy_of("hdr");
+      f.segments[3] = BufferList::copy_of(chunk);
+      EXPECT_FALSE(cconn->send(std::move(f)));
+    }
+    EXPECT_GT(cconn->queued_bytes(), copts.common.send_queue_high_water);
+  });
+  EXPECT_FALSE(crec.wait_writable(300ms))
+      << "on_writable while the peer reads nothing";
+  EXPECT_GT(run_on(cconn->worker(), [&] { return cconn->queued_bytes(); }),
+            copts.common.send_queue_high_water);
+  EXPECT_EQ(srec.frame_count(), 0u);
+
+  run_on(sconn->worker(), [&] { sconn->pause_receive(false); });
+  ASSERT_TRUE(crec.wait_writable());
+  EXPECT_LE(queued_at_writable, copts.common.send_queue_low_water);
+  ASSERT_TRUE(srec.wait_frames(33));
+  EXPECT_EQ(crec.writable_count(), 1);
+}
+
+TEST_F(TcpTest, PauseStopsReadingAndResumeDeliversTheRest) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& srec = *p.server.rec;
+  // The handler pauses from inside on_frame, after the 5th frame.
+  srec.frame_hook = [&](proto::Frame&) {
+    if (srec.frame_count() == 4) sconn->pause_receive(true);
+  };
+  start(p.server);
+  run_on(cconn->worker(), [&] {
+    for (int i = 0; i < 20; ++i) EXPECT_FALSE(cconn->send(control(proto::Tag::ack, std::to_string(i))));
+  });
+  ASSERT_TRUE(srec.wait_frames(5));
+  EXPECT_FALSE(srec.wait_frames(6, 200ms)) << "frames delivered while paused";
+  const auto reads = run_on(sconn->worker(), [&] { return tcp(sconn)->stats().read_ops; });
+  run_on(cconn->worker(), [&] {
+    for (int i = 20; i < 40; ++i) EXPECT_FALSE(cconn->send(control(proto::Tag::ack, std::to_string(i))));
+  });
+  EXPECT_FALSE(srec.wait_frames(6, 200ms));
+  EXPECT_LE(run_on(sconn->worker(), [&] { return tcp(sconn)->stats().read_ops; }), reads + 1)
+      << "a paused connection does not keep reading";
+  srec.frame_hook = nullptr;
+  run_on(sconn->worker(), [&] { sconn->pause_receive(false); });
+  ASSERT_TRUE(srec.wait_frames(40));
+  const auto frames = srec.take_frames();
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(frames[i].segments[0].to_string(), std::to_string(i));
+}
+
+// ---------------------------------------------------------------------------
+// Close and faults
+
+TEST_F(TcpTest, PeerCloseFaultsTheOtherSideOnly) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_pair(*addr);
+  ASSERT_TRUE(p.client.rec->wait_established());
+  ASSERT_TRUE(p.server.rec->wait_established());
+  run_on(p.server.conn->worker(), [&] {
+    p.server.conn->close();
+    p.server.conn->close();  // idempotent
+    EXPECT_EQ(p.server.conn->send(control(proto::Tag::ack, "late")), errc::not_connected);
+    EXPECT_EQ(p.server.conn->queued_bytes(), 0u);
+  });
+  ASSERT_TRUE(p.client.rec->wait_fault());
+  EXPECT_EQ(p.client.rec->fault()->code, errc::connection_reset);
+  EXPECT_EQ(p.client.rec->fault()->reason, "peer closed the connection");
+  EXPECT_EQ(p.client.rec->fault_count(), 1);
+  EXPECT_EQ(p.server.rec->fault_count(), 0) << "no callbacks after close()";
+  // A close() after the fault is harmless and calls nothing.
+  run_on(p.client.conn->worker(), [&] { p.client.conn->close(); });
+  EXPECT_EQ(p.client.rec->fault_count(), 1);
+}
+
+TEST_F(TcpTest, CloseInsideOnFrameStopsDelivery) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& crec = *p.client.rec;
+  Recorder& srec = *p.server.rec;
+  srec.frame_hook = [&](proto::Frame&) { sconn->close(); };
+  start(p.server);
+  run_on(cconn->worker(), [&] {
+    for (int i = 0; i < 10; ++i) EXPECT_FALSE(cconn->send(control(proto::Tag::ack, "x")));
+  });
+  ASSERT_TRUE(crec.wait_fault());
+  EXPECT_EQ(srec.frame_count(), 1u);
+  EXPECT_EQ(srec.fault_count(), 0);
+}
+
+TEST_F(TcpTest, ConnectToAClosedPortIsRefused) {
+  // A port that was free a moment ago: bind, learn it, close.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  socklen_t len = sizeof(sa);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  ::close(fd);
+  const NetAddress closed = NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&sa), len);
+  const auto refused = connect(*client_, closed, nullptr);
+  EXPECT_EQ(refused.first, errc::connection_refused);
+  EXPECT_FALSE(refused.second);
+  EXPECT_EQ(connect(*client_, NetAddress{}, nullptr).first, errc::address_invalid);
+}
+
+// Malformed input from a raw socket faults that connection, with the reason
+// logged, while a healthy connection on the same stack keeps working.
+std::mutex g_log_mu;
+std::vector<std::string> g_log;
+void capture(log::Subsys, int, std::string_view line) noexcept {
+  std::lock_guard lock(g_log_mu);
+  g_log.emplace_back(line);
+}
+bool logged(std::string_view what) {
+  std::lock_guard lock(g_log_mu);
+  for (const auto& l : g_log)
+    if (l.find(what) != std::string::npos) return true;
+  return false;
+}
+
+TEST_F(TcpTest, MalformedPeersFaultOnlyTheirConnection) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair good = connect_pair(*addr);
+  ASSERT_TRUE(good.server.rec->wait_established());
+  log::set_sink(&capture);
+
+  const std::string banner = proto::encode_banner({}).to_string();
+  const auto frame = [](proto::Tag tag, std::string_view payload) {
+    return proto::encode_frame(control(tag, payload), proto::FrameRev::rev1).to_string();
+  };
+  std::string bad_preamble = frame(proto::Tag::hello, "hello");
+  bad_preamble[3] ^= 0x10;
+  std::string bad_segment = frame(proto::Tag::hello, "hello");
+  bad_segment[33] ^= 0x01;
+  std::string garbage(300, '\0');
+  std::mt19937 rng(5);
+  for (auto& c : garbage) c = static_cast<char>(rng());
+  // Valid crc, unknown tag 30.
+  std::string unknown = frame(proto::Tag::hello, "");
+  unknown[0] = 30;
+  const std::uint32_t crc = crc32c(0, unknown.data(), 28);
+  std::memcpy(unknown.data() + 28, &crc, 4);
+  std::string huge = frame(proto::Tag::hello, std::string(70000, 'x'));  // over 64 KiB
+  std::string needs_compression = proto::encode_banner(proto::Banner{3, 2}).to_string();
+
+  struct Case {
+    std::string name;
+    std::string bytes;
+    std::error_code code;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {"http", "GET / HTTP/1.1\r\nHost: x\r\n\r\n", errc::bad_banner, "not a msgr2 banner"},
+      {"msgr1", std::string("ceph v027") + std::string(20, '\x01'), errc::bad_banner, "msgr1"},
+      {"bad preamble crc", banner + bad_preamble, errc::bad_crc, "bad preamble crc"},
+      {"bad segment crc", banner + bad_segment, errc::bad_crc, "bad segment 0 crc"},
+      {"garbage", banner + garbage, errc::bad_crc, "bad preamble crc"},
+      {"unknown tag", banner + unknown, errc::unknown_tag, "unknown frame tag"},
+      {"oversize", banner + huge, errc::frame_too_large, "control frame payload over the limit"},
+      {"features", needs_compression, errc::unsupported_protocol, "peer requires msgr2 features"},
+  };
+  int round = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    RawSocket raw(*addr);
+    ASSERT_TRUE(raw.connected());
+    Recorder& rec = recorder();
+    ConnectionRef conn = start_accepted(rec);
+    ASSERT_TRUE(conn);
+    raw.write(c.bytes);
+    ASSERT_TRUE(rec.wait_fault());
+    EXPECT_EQ(rec.fault()->code, c.code) << rec.fault()->reason;
+    EXPECT_NE(rec.fault()->reason.find(c.reason), std::string::npos) << rec.fault()->reason;
+    EXPECT_TRUE(logged(c.reason)) << "the reason is logged";
+    EXPECT_TRUE(raw.wait_closed()) << "the faulted socket is closed";
+    // The healthy connection still works, both ways.
+    const std::string ping = "ping " + std::to_string(round++);
+    ASSERT_FALSE(send(good.client.conn, control(proto::Tag::keepalive2, ping)));
+    ASSERT_FALSE(send(good.server.conn, control(proto::Tag::keepalive2_ack, ping)));
+    ASSERT_TRUE(good.server.rec->wait_frames(static_cast<std::size_t>(round)));
+    ASSERT_TRUE(good.client.rec->wait_frames(static_cast<std::size_t>(round)));
+  }
+  log::set_sink(nullptr);
+  EXPECT_EQ(good.client.rec->fault_count() + good.server.rec->fault_count(), 0);
+}
+
+TEST_F(TcpTest, PeerClosingInsideAFrameIsTruncation) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Recorder& rec = recorder();
+  {
+    RawSocket raw(*addr);
+    ASSERT_TRUE(start_accepted(rec));
+    const std::string wire = proto::encode_banner({}).to_string() +
+                             proto::encode_frame(control(proto::Tag::hello, "hello there"),
+                                                 proto::FrameRev::rev1)
+                                 .to_string();
+    raw.write(wire.substr(0, wire.size() - 5));
+    ASSERT_TRUE(rec.wait_established());
+    // Read the server's banner: closing with unread data would send a reset.
+    char theirs[26];
+    ASSERT_TRUE(raw.read_exact(theirs, sizeof(theirs)));
+  }  // closed mid-frame (a FIN)
+  ASSERT_TRUE(rec.wait_fault());
+  EXPECT_EQ(rec.fault()->code, errc::truncated);
+}
+
+// ---------------------------------------------------------------------------
+// Binding
+
+TEST_F(TcpTest, PortRangeBinding) {
+  // Find three consecutive free ports (other tests may run in parallel).
+  std::uint16_t base = 0;
+  std::mt19937 rng(static_cast<unsigned>(::getpid()));
+  for (int attempt = 0; attempt < 50 && base == 0; ++attempt) {
+    const auto candidate = static_cast<std::uint16_t>(21000 + rng() % 8000);
+    bool free = true;
+    for (int k = 0; k < 3 && free; ++k) {
+      const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in sa{};
+      sa.sin_family = AF_INET;
+      sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      sa.sin_port = htons(static_cast<std::uint16_t>(candidate + k));
+      free = ::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)) == 0;
+      ::close(fd);
+    }
+    if (free) base = candidate;
+  }
+  ASSERT_NE(base, 0);
+  TcpOptions o = test_options(1);
+  o.bind_port_min = base;
+  o.bind_port_max = static_cast<std::uint16_t>(base + 2);
+  o.bind_retry_count = 1;
+  o.bind_retry_delay = std::chrono::milliseconds(50);
+  TcpStack stack(o);
+  stack.start();
+  const NetAddress any_port = *NetAddress::parse("127.0.0.1:0");
+  for (int k = 0; k < 3; ++k) {
+    NetAddress bound;
+    ASSERT_FALSE(stack.listen(any_port, [](ConnectionRef) {}, bound)) << k;
+    EXPECT_EQ(bound.port(), base + k);
+  }
+  NetAddress bound;
+  const auto start = Clock::now();
+  EXPECT_EQ(stack.listen(any_port, [](ConnectionRef) {}, bound), errc::address_in_use);
+  EXPECT_GE(Clock::now() - start, 50ms) << "one retry after ms_bind_retry_delay";
+  // An explicit port is bound as given, and reported busy when it is.
+  NetAddress explicit_port = any_port;
+  explicit_port.set_port(base);
+  EXPECT_EQ(stack.listen(explicit_port, [](ConnectionRef) {}, bound), errc::address_in_use);
+  stack.stop();
+}
+
+TEST_F(TcpTest, UnspecifiedAddressUsesTheConfiguredFamily) {
+  NetAddress bound;
+  ASSERT_FALSE(server_->listen(NetAddress{}, [](ConnectionRef) {}, bound));
+  EXPECT_TRUE(bound.is_ipv4());
+  EXPECT_TRUE(bound.is_any());
+  TcpOptions none = test_options(1);
+  none.bind_ipv4 = false;
+  TcpStack no_family(none);
+  EXPECT_EQ(no_family.listen(NetAddress{}, [](ConnectionRef) {}, bound), errc::invalid_argument);
+  TcpOptions v6 = test_options(1);
+  v6.bind_ipv4 = false;
+  v6.bind_ipv6 = true;
+  TcpStack six(v6);
+  six.start();
+  const auto ec = six.listen(NetAddress{}, [](ConnectionRef) {}, bound);
+  if (ec == errc::address_invalid || ec == errc::not_supported) GTEST_SKIP() << "no IPv6 here";
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_TRUE(bound.is_ipv6());
+}
+
+TEST_F(TcpFixture, AcceptSpreadsConnectionsOverWorkers) {
+  make_stacks(test_options(3), test_options(1));
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  std::array<int, 3> per_worker{};
+  std::vector<ConnectionRef> keep;
+  for (int i = 0; i < 6; ++i) {
+    const auto connected = connect(*client_, *addr, nullptr);
+    ASSERT_FALSE(connected.first);
+    keep.push_back(connected.second);
+    ConnectionRef s = accept_next();
+    ASSERT_TRUE(s);
+    keep.push_back(s);
+    ++per_worker[s->worker().index()];
+  }
+  EXPECT_EQ(per_worker, (std::array<int, 3>{2, 2, 2}));
+}
+
+TEST(TcpStackSetup, RejectsInconsistentOptions) {
+  TcpOptions o = test_options();
+  o.common.async_op_threads = 0;
+  EXPECT_THROW(TcpStack{o}, SetupError);
+  o = test_options();
+  o.bind_port_min = 7000;
+  o.bind_port_max = 6999;
+  EXPECT_THROW(TcpStack{o}, SetupError);
+  o = test_options();
+  o.common.send_queue_low_water = o.common.send_queue_high_water + 1;
+  EXPECT_THROW(TcpStack{o}, SetupError);
+}
+
+TEST(TcpStackSetup, StopWithoutStartAndTwice) {
+  TcpStack stack(test_options());
+  NetAddress bound;
+  ASSERT_FALSE(stack.listen(*NetAddress::parse("127.0.0.1:0"), [](ConnectionRef) {}, bound));
+  stack.stop();
+  stack.stop();
+  EXPECT_EQ(stack.listen(*NetAddress::parse("127.0.0.1:0"), [](ConnectionRef) {}, bound),
+            errc::shutting_down);
+  std::error_code got;
+  stack.connect(bound, stack.worker(0), [&](std::error_code ec, ConnectionRef) { got = ec; });
+  EXPECT_EQ(got, errc::shutting_down);
+}
+
+TEST_F(TcpTest, StopWithTrafficInFlightIsClean) {
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_pair(*addr);
+  ASSERT_TRUE(p.client.rec->wait_established());
+  p.server.rec->keep_frames = false;
+  const std::string big(1u << 20, 'z');
+  run_on(p.client.conn->worker(), [&] {
+    for (int i = 0; i < 16; ++i) {
+      proto::Frame f;
+      f.tag = proto::Tag::message;
+      f.segments[0] = BufferList::copy_of("h");
+      f.segments[3] = BufferList::copy_of(big);
+      EXPECT_FALSE(p.client.conn->send(std::move(f)));
+    }
+  });
+  // An outstanding connect, too.
+  client_->connect(*addr, client_->worker(0), [](std::error_code, ConnectionRef) {});
+  client_->stop();
+  EXPECT_EQ(p.client.rec->fault_count(), 0) << "stop() closes without callbacks";
+  server_->stop();
+  // The server may have seen its peer go away before its own stop().
+  EXPECT_LE(p.server.rec->fault_count(), 1);
+  if (const auto f = p.server.rec->fault()) {
+    EXPECT_TRUE(f->code == errc::connection_reset || f->code == errc::truncated) << f->reason;
+  }
+  // The connections outlive their stacks (and their io_contexts stay valid).
+  client_.reset();
+  server_.reset();
+  EXPECT_EQ(p.client.conn->peer_address(), *addr);
+}
+
+}  // namespace
+}  // namespace siphon::transport::test
