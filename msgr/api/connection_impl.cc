@@ -1,0 +1,648 @@
+// ConnectionImpl: connection setup, handshake driving, server-side session
+// decisions, faults, reconnect and close (state diagram in
+// connection_impl.h). The READY data path is in connection_io.cc.
+#include "msgr/api/connection_impl.h"
+
+#include <fmt/format.h>
+
+#include "msgr/api/message_access.h"
+#include "msgr/base/log.h"
+
+namespace siphon::detail {
+
+using session::Step;
+
+ConnectionImpl::ConnectionImpl(std::shared_ptr<MessengerCore> core, transport::Worker& worker,
+                               bool outgoing)
+    : core_(std::move(core)),
+      owner_(&worker),
+      outgoing_(outgoing),
+      backoff_(core_->options.ms_initial_backoff, core_->options.ms_max_backoff) {}
+
+ConnectionImpl::~ConnectionImpl() = default;
+
+ConnectionImplRef ConnectionImpl::make_outgoing(std::shared_ptr<MessengerCore> core,
+                                                std::uint8_t peer_type, const EntityAddrVec& peer_addrs) {
+  transport::Worker& w = core->stack->pick_worker();
+  ConnectionImplRef c(new ConnectionImpl(std::move(core), w, true));
+  c->policy_ = c->core_->policy_for(peer_type);
+  c->lossy_.store(c->policy_.lossy);
+  c->target_addrs_ = peer_addrs;
+  c->key_ = AddrKey::of(peer_addrs);
+  c->registered_ = true;
+  c->peer_type_.store(peer_type);
+  c->peer_.type = peer_type;
+  c->peer_.addrs = peer_addrs;
+  c->publish_peer();
+  return c;
+}
+
+void ConnectionImpl::accept(std::shared_ptr<MessengerCore> core, transport::ConnectionRef conn) {
+  if (core->stopping.load() || !core->started.load(std::memory_order_acquire)) {
+    // Not configured yet (dispatchers and policies are read without locks
+    // once started) or shutting down: the peer retries.
+    SIPHON_LOG(session, 5, "refusing a connection from {}: messenger {}", conn->peer_address().to_string(),
+               core->stopping.load() ? "shutting down" : "not started");
+    conn->close();
+    return;
+  }
+  ConnectionImplRef c(new ConnectionImpl(core, conn->worker(), false));
+  if (!core->add_live(c)) {
+    conn->close();
+    return;
+  }
+  c->state_ = State::accepting;
+  c->server_hs_.emplace(core->local_identity(), conn->peer_address(), core->services());
+  c->attach(std::move(conn));
+  c->arm_ready_timer();
+}
+
+void ConnectionImpl::start_connect() {
+  ConnectionImplRef self(this);
+  owner().post([self] { self->on_owner([self] { self->connect_attempt(); }); });
+}
+
+void ConnectionImpl::connect_attempt() {
+  if (state_ == State::closed || core_->stopping.load()) return;
+  ++attempt_;
+  state_ = State::connecting;
+  client_hs_.reset();
+  server_hs_.reset();
+  arm_ready_timer();
+  const EntityAddr target = target_addrs_.empty() ? EntityAddr{} : target_addrs_.front();
+  SIPHON_LOG(session, 5, "connecting to {} (attempt {}, connect_seq {})", target.to_string(),
+             attempt_, ids_.connect_seq);
+  ConnectionImplRef self(this);
+  const std::uint64_t gen = attempt_;
+  core_->stack->connect(target.addr, owner(), [self, gen, target](std::error_code ec, transport::ConnectionRef c) {
+    self->on_owner([self, gen, ec, c, target] {
+      if (gen != self->attempt_ || self->state_ != State::connecting) {
+        if (c) c->close();
+        return;
+      }
+      if (ec || !c) {
+        if (ec == std::errc::connection_refused || ec == make_error_code(errc::connection_refused))
+          self->core_->dispatch_queue.enqueue({DispatchQueue::Kind::refused, {}, self, 0});
+        self->fault(ec ? ec : make_error_code(errc::not_connected),
+                    fmt::format("connect to {} failed: {}", target.to_string(),
+                                ec ? ec.message() : "no connection"));
+        return;
+      }
+      self->client_hs_.emplace(self->core_->local_identity(), self->core_->policy_view(self->peer_.type),
+                               target, self->peer_.type, self->ids_, self->core_->services());
+      self->attach(c);
+    });
+  });
+}
+
+void ConnectionImpl::attach(transport::ConnectionRef conn) {
+  link_ = std::make_shared<Link>(ConnectionImplRef(this));
+  conn_ = std::move(conn);
+  if (paused_) conn_->pause_receive(true);
+  conn_->start(*link_, proto::Banner{});
+}
+
+void ConnectionImpl::detach_transport() {
+  if (link_) {
+    link_->owner.reset();
+    if (conn_) conn_->close();
+    // The link may be on the stack of the callback that got us here: release
+    // it later, on the worker.
+    std::shared_ptr<Link> l = std::move(link_);
+    conn_.reset();
+    owner().post([l] {});
+  }
+  link_.reset();
+  conn_.reset();
+}
+
+void ConnectionImpl::on_established(Link* link, const proto::Negotiated&) {
+  if (link != link_.get()) return;
+  if (client_hs_) {
+    handle_step(client_hs_->start());
+  } else if (server_hs_) {
+    handle_step(server_hs_->start());
+  }
+}
+
+void ConnectionImpl::on_frame(Link* link, proto::Frame&& f) {
+  if (link != link_.get()) return;
+  ++activity_;
+  if (state_ == State::ready) {
+    receive_ready_frame(std::move(f));
+  } else if (client_hs_) {
+    handle_step(client_hs_->on_frame(f));
+  } else if (server_hs_) {
+    handle_step(server_hs_->on_frame(f));
+  } else {
+    core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    fault(make_error_code(errc::unexpected_frame),
+          fmt::format("{} frame with no handshake in progress", proto::to_string(f.tag)));
+  }
+}
+
+void ConnectionImpl::on_fault(Link* link, const transport::Fault& f) {
+  if (link != link_.get()) return;
+  fault(f.code, f.reason);
+}
+
+void ConnectionImpl::on_writable(Link* link) {
+  if (link != link_.get()) return;
+  flush();
+}
+
+void ConnectionImpl::handle_step(Step&& step) {
+  for (auto& f : step.send) send_frame(std::move(f));
+  if (step.learned_addr && client_hs_) core_->learned_addr(client_hs_->me().addrs);
+  if (step.session_reset) {
+    SIPHON_LOG(session, 1, "peer {} reset our session (full={})", peer_.addrs.to_string(),
+               step.reset_full);
+    ids_ = client_hs_->ids();
+    if (step.reset_full) reset_session(true);
+  }
+  switch (step.outcome) {
+    case Step::Outcome::none:
+      return;
+    case Step::Outcome::fault:
+      if (step.error != make_error_code(errc::connection_reset))
+        core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      fault(step.error, step.reason);
+      return;
+    case Step::Outcome::wait:
+      SIPHON_LOG(session, 5, "peer {} told us to WAIT", peer_.addrs.to_string());
+      fault_wait();
+      return;
+    case Step::Outcome::ready:
+      if (client_hs_)
+        client_ready(step);
+      else
+        server_ready(step.reconnected, step.peer_in_seq);
+      return;
+    case Step::Outcome::ident_request:
+      server_decide_ident();
+      return;
+    case Step::Outcome::reconnect_request:
+      server_decide_reconnect();
+      return;
+  }
+}
+
+void ConnectionImpl::client_ready(const Step& step) {
+  const session::PeerInfo info = client_hs_->peer();
+  ids_ = client_hs_->ids();
+  client_hs_.reset();
+  if (step.reconnected) {
+    const std::size_t dropped = outq_.discard_acked(step.peer_in_seq);
+    core_->counters.reconnects.fetch_add(1, std::memory_order_relaxed);
+    SIPHON_LOG(session, 5, "reconnected to {}: peer has up to seq {}, {} requeued dropped, {} to resend",
+               peer_.addrs.to_string(), step.peer_in_seq, dropped, outq_.pending_count());
+  } else {
+    peer_ = info;
+    outq_.renumber();
+    acked_in_seq_ = 0;
+  }
+  become_ready();
+  if (!step.reconnected) core_->dispatch_queue.enqueue({DispatchQueue::Kind::connect, {}, ConnectionImplRef(this), 0});
+  flush();
+  maybe_ack();
+}
+
+void ConnectionImpl::server_ready(bool reconnected, std::uint64_t peer_in_seq) {
+  const session::SessionIds hs_ids = server_hs_->ids();
+  if (reconnected) {
+    ids_.connect_seq = hs_ids.connect_seq;
+    ids_.peer_global_seq = hs_ids.peer_global_seq;
+    const std::size_t dropped = outq_.discard_acked(peer_in_seq);
+    core_->counters.reconnects.fetch_add(1, std::memory_order_relaxed);
+    SIPHON_LOG(session, 5, "peer {} reconnected: it has up to seq {}, {} dropped, {} to resend",
+               peer_.addrs.to_string(), peer_in_seq, dropped, outq_.pending_count());
+  } else {
+    ids_ = hs_ids;
+    peer_ = server_hs_->peer();
+    target_addrs_ = peer_.addrs;
+    outq_.renumber();
+    acked_in_seq_ = 0;
+  }
+  server_hs_.reset();
+  become_ready();
+  if (!reconnected) core_->dispatch_queue.enqueue({DispatchQueue::Kind::accept, {}, ConnectionImplRef(this), 0});
+  flush();
+  maybe_ack();
+}
+
+void ConnectionImpl::become_ready() {
+  state_ = State::ready;
+  once_ready_ = true;
+  backoff_.reset();
+  if (timer_) timer_->cancel();
+  publish_peer();
+  connected_.store(true, std::memory_order_release);
+  arm_idle_timer();
+  if (pending_keepalive_) {
+    pending_keepalive_ = false;
+    send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
+  }
+}
+
+// --- server-side decisions -------------------------------------------------
+
+session::ExistingSession ConnectionImpl::snapshot() const {
+  session::ExistingSession s;
+  s.closed = state_ == State::closed;
+  s.replacing = replacing_;
+  s.lossy = policy_.lossy;
+  s.server_policy = policy_.server;
+  s.resetcheck = policy_.resetcheck;
+  s.ready_or_standby = state_ == State::ready || state_ == State::standby;
+  s.client_cookie = ids_.client_cookie;
+  s.server_cookie = ids_.server_cookie;
+  s.peer_global_seq = ids_.peer_global_seq;
+  s.connect_seq = ids_.connect_seq;
+  if (!target_addrs_.empty()) s.peer_addr = target_addrs_.front();
+  return s;
+}
+
+namespace {
+EntityAddr first_addr(const EntityAddrVec& v) { return v.empty() ? EntityAddr{} : v.front(); }
+}  // namespace
+
+void ConnectionImpl::server_decide_ident() {
+  const session::ClientIdent ci = server_hs_->client_ident();
+  peer_ = server_hs_->peer();
+  policy_ = core_->policy_for(peer_.type);
+  lossy_.store(policy_.lossy);
+  peer_type_.store(peer_.type);
+  target_addrs_ = ci.addrs;
+  ConnectionImplRef self(this);
+  if (policy_.lossy && !policy_.register_lossy_clients) {  // stateless server: no table
+    handle_step(server_hs_->accept_new_session(core_->next_global_seq(0), core_->random_u64()));
+    return;
+  }
+  key_ = AddrKey::of(ci.addrs);
+  ConnectionImplRef existing = core_->register_session(key_, self);
+  if (existing == self) {
+    registered_ = true;
+    handle_step(server_hs_->accept_new_session(core_->next_global_seq(0), core_->random_u64()));
+    return;
+  }
+  const EntityAddr me = first_addr(core_->my_addrs());
+  existing->on_owner([existing, self, ci, me] {
+    const session::ExistingSession snap = existing->snapshot();
+    const session::IdentVerdict v =
+        session::decide_client_ident(&snap, ci.global_seq, ci.cookie, first_addr(ci.addrs), me);
+    SIPHON_LOG(session, 5, "CLIENT_IDENT from {} meets an existing session: {} ({})",
+               ci.addrs.to_string(), session::to_string(v.kind), v.rule);
+    using K = session::IdentVerdict::Kind;
+    switch (v.kind) {
+      case K::new_session:
+      case K::replace_lossy:
+        if (v.kind == K::replace_lossy) existing->enter_closed(true);
+        self->on_owner([self] {
+          if (self->state_ == State::closed || !self->server_hs_) return;
+          self->core_->replace_session(self->key_, self);
+          self->registered_ = true;
+          self->handle_step(self->server_hs_->accept_new_session(self->core_->next_global_seq(0),
+                                                                 self->core_->random_u64()));
+        });
+        return;
+      case K::stale:
+        self->on_owner([self] {
+          if (self->server_hs_) self->handle_step(self->server_hs_->refuse("stale connection"));
+        });
+        return;
+      case K::wait:
+        if (existing->state_ == State::ready) existing->send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
+        self->on_owner([self] {
+          if (self->server_hs_ && self->server_hs_->state() == session::ServerHandshake::State::decide)
+            self->handle_step(self->server_hs_->reply_wait());
+        });
+        return;
+      case K::reuse:
+      case K::reuse_after_reset:
+        existing->adopt(self, false, 0, v.kind == K::reuse_after_reset && existing->policy_.resetcheck);
+        return;
+    }
+  });
+}
+
+void ConnectionImpl::server_decide_reconnect() {
+  const session::SessionReconnect r = server_hs_->reconnect();
+  peer_ = server_hs_->peer();
+  ConnectionImplRef self(this);
+  const AddrKey k = AddrKey::of(r.addrs);
+  ConnectionImplRef existing = core_->lookup(k);
+  if (!existing || existing == self) {
+    SIPHON_LOG(session, 5, "SESSION_RECONNECT from {}: no session: reset", r.addrs.to_string());
+    handle_step(server_hs_->reply_reset(true));
+    return;
+  }
+  const EntityAddr me = first_addr(core_->my_addrs());
+  existing->on_owner([existing, self, r, me] {
+    const session::ExistingSession snap = existing->snapshot();
+    const session::ReconnectVerdict v = session::decide_reconnect(&snap, r, me);
+    SIPHON_LOG(session, 5, "SESSION_RECONNECT from {} (cs {}, gs {}, msg_seq {}): {} ({})",
+               r.addrs.to_string(), r.connect_seq, r.global_seq, r.msg_seq,
+               session::to_string(v.kind), v.rule);
+    using K = session::ReconnectVerdict::Kind;
+    if (v.kind == K::accept) {
+      existing->adopt(self, true, r.msg_seq, false);
+      return;
+    }
+    if (v.kind == K::reset && v.full && snap.client_cookie != r.client_cookie && !snap.closed)
+      existing->reset_session(true);  // the peer restarted: its old session is gone
+    self->on_owner([self, v] {
+      if (!self->server_hs_ || self->server_hs_->state() != session::ServerHandshake::State::decide) return;
+      switch (v.kind) {
+        case K::reset: self->handle_step(self->server_hs_->reply_reset(v.full)); break;
+        case K::retry: self->handle_step(self->server_hs_->reply_retry(v.value)); break;
+        case K::retry_global: self->handle_step(self->server_hs_->reply_retry_global(v.value)); break;
+        case K::wait: self->handle_step(self->server_hs_->reply_wait()); break;
+        case K::accept: break;
+      }
+    });
+  });
+}
+
+// Runs on this (the existing) session's worker: hands the session over to
+// `from`'s socket, on `from`'s worker.
+void ConnectionImpl::adopt(ConnectionImplRef from, bool reconnect, std::uint64_t msg_seq, bool reset_first) {
+  if (state_ == State::closed) {
+    from->on_owner([from] {
+      if (from->server_hs_) from->handle_step(from->server_hs_->refuse("session closed during takeover"));
+    });
+    return;
+  }
+  if (reset_first) reset_session(true);
+  replacing_ = true;
+  ++attempt_;
+  detach_transport();
+  cancel_timers();
+  client_hs_.reset();
+  server_hs_.reset();
+  connected_.store(false, std::memory_order_release);
+  if (!lossy_) outq_.requeue_sent();
+  state_ = State::accepting;
+  transport::Worker* w = &from->owner();
+  owner_.store(w, std::memory_order_release);
+  ConnectionImplRef self(this);
+  w->post([self, from, reconnect, msg_seq] { self->complete_adopt(from, reconnect, msg_seq); });
+}
+
+void ConnectionImpl::complete_adopt(ConnectionImplRef from, bool reconnect, std::uint64_t msg_seq) {
+  (void)msg_seq;
+  replacing_ = false;
+  if (state_ == State::closed) {
+    if (from->server_hs_) from->handle_step(from->server_hs_->refuse("session closed during takeover"));
+    return;
+  }
+  if (from->state_ == State::closed || !from->conn_ || !from->server_hs_ ||
+      from->server_hs_->state() != session::ServerHandshake::State::decide) {
+    // The new socket died meanwhile; wait for the peer's next attempt.
+    state_ = State::standby;
+    return;
+  }
+  link_ = std::move(from->link_);
+  link_->owner = ConnectionImplRef(this);
+  conn_ = std::move(from->conn_);
+  server_hs_ = std::move(from->server_hs_);
+  from->server_hs_.reset();
+  from->state_ = State::closed;
+  from->closed_flag_.store(true);
+  from->cancel_timers();
+  core_->remove_live(from.get());
+  if (paused_) conn_->pause_receive(true);
+  ++attempt_;
+  const Step st = reconnect ? server_hs_->accept_reconnect(ids_.in_seq)
+                            : server_hs_->accept_new_session(core_->next_global_seq(0), core_->random_u64());
+  handle_step(Step(st));
+}
+
+// --- faults, reconnect, close ------------------------------------------------
+
+void ConnectionImpl::fault(std::error_code ec, std::string_view why) {
+  if (state_ == State::closed) return;
+  ConnectionImplRef self(this);
+  const State was = state_;
+  core_->counters.faults.fetch_add(1, std::memory_order_relaxed);
+  SIPHON_LOG(session, 1, "{} faulted in state {}: {} ({})", describe(), to_string(was), why,
+             ec.message());
+  detach_transport();
+  if (timer_) timer_->cancel();
+  if (idle_timer_) idle_timer_->cancel();
+  connected_.store(false, std::memory_order_release);
+  client_hs_.reset();
+  if (was == State::accepting && !once_ready_ && !replacing_) {
+    // An accepted socket that never became a session: just forget it.
+    server_hs_.reset();
+    enter_closed(false);
+    return;
+  }
+  server_hs_.reset();
+  if (lossy_) {
+    enter_closed(true);
+    return;
+  }
+  outq_.requeue_sent();
+  if (can_dial() && (outq_.has_pending() || !policy_.standby || (outgoing_ && !once_ready_))) {
+    schedule_reconnect(was == State::connecting ? session::ReconnectBackoff::Cause::attempt_failed
+                                                : session::ReconnectBackoff::Cause::fault_when_ready);
+  } else {
+    state_ = State::standby;
+  }
+}
+
+void ConnectionImpl::fault_wait() {
+  ConnectionImplRef self(this);
+  detach_transport();
+  if (timer_) timer_->cancel();
+  client_hs_.reset();
+  connected_.store(false, std::memory_order_release);
+  if (lossy_) {
+    enter_closed(true);
+    return;
+  }
+  schedule_reconnect(session::ReconnectBackoff::Cause::peer_said_wait);
+}
+
+bool ConnectionImpl::can_dial() const noexcept {
+  if (policy_.server || target_addrs_.empty()) return false;
+  const EntityAddr& a = target_addrs_.front();
+  return a.addr.port() != 0 && (outgoing_ || a.type == AddrType::msgr2);
+}
+
+void ConnectionImpl::schedule_reconnect(session::ReconnectBackoff::Cause cause) {
+  if (ids_.server_cookie != 0) ++ids_.connect_seq;  // before every reconnect of a session
+  const std::chrono::nanoseconds delay = backoff_.next(cause);
+  state_ = State::backoff;
+  ++attempt_;
+  ConnectionImplRef self(this);
+  if (delay.count() == 0) {
+    owner().post([self] { self->on_owner([self] { if (self->state_ == State::backoff) self->connect_attempt(); }); });
+    return;
+  }
+  SIPHON_LOG(session, 5, "reconnecting to {} in {} ms", target_addrs_.to_string(),
+             std::chrono::duration_cast<std::chrono::milliseconds>(delay).count());
+  ensure_timers();
+  const std::uint64_t gen = attempt_;
+  timer_->expires_after(delay);
+  timer_->async_wait([self, gen](const boost::system::error_code& ec) {
+    if (ec) return;
+    self->on_owner([self, gen] {
+      if (gen == self->attempt_ && self->state_ == State::backoff) self->connect_attempt();
+    });
+  });
+}
+
+void ConnectionImpl::close_internal(bool notify_reset, std::string_view why) {
+  ConnectionImplRef self(this);
+  std::string w(why);
+  on_owner([self, notify_reset, w] {
+    if (self->state_ != State::closed) SIPHON_LOG(session, 5, "closing connection: {}", w);
+    self->enter_closed(notify_reset);
+  });
+}
+
+void ConnectionImpl::mark_down() { close_internal(false, "marked down"); }
+
+void ConnectionImpl::enter_closed(bool notify_reset) {
+  if (state_ == State::closed) return;
+  ConnectionImplRef self(this);
+  state_ = State::closed;
+  closed_flag_.store(true, std::memory_order_release);
+  connected_.store(false, std::memory_order_release);
+  ++attempt_;
+  detach_transport();
+  cancel_timers();
+  client_hs_.reset();
+  server_hs_.reset();
+  outq_.clear();
+  {
+    std::lock_guard l(inbox_mtx_);
+    inbox_.clear();
+  }
+  if (registered_) core_->unregister_session(key_, this);
+  registered_ = false;
+  if (notify_reset && !core_->stopping.load())
+    core_->dispatch_queue.enqueue({DispatchQueue::Kind::reset, {}, self, 0});
+  core_->remove_live(this);
+}
+
+void ConnectionImpl::reset_session(bool notify_remote) {
+  outq_.clear();
+  ids_.client_cookie = 0;
+  ids_.server_cookie = 0;
+  ids_.connect_seq = 0;
+  ids_.in_seq = 0;
+  acked_in_seq_ = 0;
+  core_->counters.sessions_reset.fetch_add(1, std::memory_order_relaxed);
+  if (notify_remote && !core_->stopping.load())
+    core_->dispatch_queue.enqueue({DispatchQueue::Kind::remote_reset, {}, ConnectionImplRef(this), 0});
+}
+
+// --- timers -------------------------------------------------------------------
+
+void ConnectionImpl::ensure_timers() {
+  if (!timer_) timer_ = std::make_unique<boost::asio::steady_timer>(owner().io());
+  if (!idle_timer_) idle_timer_ = std::make_unique<boost::asio::steady_timer>(owner().io());
+}
+
+void ConnectionImpl::cancel_timers() {
+  timer_.reset();  // destroying a timer cancels its wait
+  idle_timer_.reset();
+}
+
+void ConnectionImpl::arm_ready_timer() {
+  ensure_timers();
+  ConnectionImplRef self(this);
+  const std::uint64_t gen = attempt_;
+  timer_->expires_after(core_->options.ms_connection_ready_timeout);
+  timer_->async_wait([self, gen](const boost::system::error_code& ec) {
+    if (ec) return;
+    self->on_owner([self, gen] {
+      if (gen != self->attempt_) return;
+      if (self->state_ == State::connecting || self->state_ == State::accepting)
+        self->fault(make_error_code(errc::timed_out), "ms_connection_ready_timeout expired before READY");
+    });
+  });
+}
+
+void ConnectionImpl::arm_idle_timer() {
+  ensure_timers();
+  const auto& o = core_->options;
+  auto tick = o.ms_connection_idle_timeout;
+  if (o.ms_keepalive_interval.count() > 0) tick = std::min(tick, o.ms_keepalive_interval);
+  idle_seen_ = activity_;
+  idle_for_ = std::chrono::nanoseconds{0};
+  ConnectionImplRef self(this);
+  const std::uint64_t gen = attempt_;
+  idle_timer_->expires_after(tick);
+  idle_timer_->async_wait([self, gen, tick](const boost::system::error_code& ec) {
+    if (ec) return;
+    self->on_owner([self, gen, tick] { self->on_idle_tick(gen, tick); });
+  });
+}
+
+void ConnectionImpl::on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds tick) {
+  if (gen != attempt_ || state_ != State::ready || !idle_timer_) return;
+  const auto& o = core_->options;
+  if (activity_ != idle_seen_) {
+    idle_seen_ = activity_;
+    idle_for_ = std::chrono::nanoseconds{0};
+  } else {
+    idle_for_ += tick;
+  }
+  if (idle_for_ >= o.ms_connection_idle_timeout) {
+    fault(make_error_code(errc::timed_out), "ms_connection_idle_timeout: no traffic");
+    return;
+  }
+  if (o.ms_keepalive_interval.count() > 0 && idle_for_ >= o.ms_keepalive_interval)
+    send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
+  ConnectionImplRef self(this);
+  idle_timer_->expires_after(tick);
+  idle_timer_->async_wait([self, gen, tick](const boost::system::error_code& ec) {
+    if (ec) return;
+    self->on_owner([self, gen, tick] { self->on_idle_tick(gen, tick); });
+  });
+}
+
+// --- peer info (read from any thread) ---------------------------------------
+
+std::string_view ConnectionImpl::to_string(State s) noexcept {
+  switch (s) {
+    case State::idle: return "idle";
+    case State::connecting: return "connecting";
+    case State::accepting: return "accepting";
+    case State::ready: return "ready";
+    case State::backoff: return "backoff";
+    case State::standby: return "standby";
+    case State::closed: return "closed";
+  }
+  return "?";
+}
+
+std::string ConnectionImpl::describe() const {
+  if (!target_addrs_.empty())
+    return fmt::format("{} connection with {}", outgoing_ ? "outgoing" : "incoming", target_addrs_.to_string());
+  if (conn_) return fmt::format("incoming connection from {}", conn_->peer_address().to_string());
+  return "incoming connection";
+}
+
+void ConnectionImpl::publish_peer() {
+  std::lock_guard l(info_mtx_);
+  peer_addrs_info_ = peer_.addrs.empty() ? target_addrs_ : peer_.addrs;
+  peer_name_info_ = {peer_.type, peer_.gid};
+  peer_type_.store(peer_.type, std::memory_order_release);
+  features_.store(peer_.features, std::memory_order_release);
+}
+
+EntityAddrVec ConnectionImpl::get_peer_addrs() const {
+  std::lock_guard l(info_mtx_);
+  return peer_addrs_info_;
+}
+
+entity_name_t ConnectionImpl::get_peer_name() const {
+  std::lock_guard l(info_mtx_);
+  return peer_name_info_;
+}
+
+}  // namespace siphon::detail

@@ -1,0 +1,215 @@
+// ConnectionImpl: the driver of one session. It binds the pure handshake
+// state machines (msgr/session) and the READY data path to a
+// transport::Connection on a worker, and owns the session's queues.
+//
+//                      connect_to()                   accepted socket
+//                           │                               │
+//                           v                               v
+//        ┌────────────> connecting ──handshake ready──> ready <──── accepting
+//        │ backoff         │ fault                        │ fault          │ decision: reuse
+//        │ timer           v                              v                │ (this socket moves
+//     backoff <─── lossless, client side ◄────────────── fault             │  into the existing
+//        │                                                │                │  session, which
+//        │         lossless, we cannot or need not dial   v                │  migrates to this
+//        │                                             standby ─peer reconnects─┘ worker)
+//        │                                                │ lossy / mark_down / shutdown
+//        └─────────────────────────────────────────────> closed (terminal)
+//
+// Threads: every member below "worker state" is touched only on the owning
+// worker (owner()). The owner changes only when an accepted connection hands
+// its socket to an existing session on another worker; work that lands on
+// the old worker is re-posted to the new one. send_message() from any thread
+// appends to `inbox_` under `inbox_mtx_` and posts one drain per batch.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include <boost/asio/steady_timer.hpp>
+
+#include "msgr/api/connection.h"
+#include "msgr/api/core.h"
+#include "msgr/session/handshake.h"
+#include "msgr/session/backoff.h"
+#include "msgr/session/decide.h"
+#include "msgr/session/send_queue.h"
+
+namespace siphon::detail {
+
+struct MessageSeqTraits {
+  static std::uint64_t seq(const MessageRef& m) noexcept { return m->header().seq; }
+  static void set_seq(MessageRef& m, std::uint64_t s) noexcept { m->header().seq = s; }
+};
+
+class Link;  // transport::ConnectionHandler forwarding to the current owner
+
+class ConnectionImpl final : public Connection {
+ public:
+  enum class State { idle, connecting, accepting, ready, backoff, standby, closed };
+
+  // An outgoing session to `peer_addrs` (not started).
+  static ConnectionImplRef make_outgoing(std::shared_ptr<MessengerCore> core, std::uint8_t peer_type,
+                                         const EntityAddrVec& peer_addrs);
+  // An accepted transport connection (started on its worker).
+  static void accept(std::shared_ptr<MessengerCore> core, transport::ConnectionRef conn);
+
+  ~ConnectionImpl() override;
+
+  // --- siphon::Connection ---
+  std::error_code send_message(MessageRef m) override;
+  void send_keepalive() override;
+  void mark_down() override;
+  bool is_connected() const override { return connected_.load(std::memory_order_acquire); }
+  bool is_lossy() const override { return lossy_.load(std::memory_order_acquire); }
+  EntityAddrVec get_peer_addrs() const override;
+  std::uint8_t get_peer_type() const override { return peer_type_.load(std::memory_order_acquire); }
+  entity_name_t get_peer_name() const override;
+  std::uint64_t get_features() const override { return features_.load(std::memory_order_acquire); }
+  std::uint64_t last_keepalive_ack_ns() const override { return keepalive_ack_ns_.load(); }
+
+  // --- used by the messenger ---
+  void start_connect();             // posts the first attempt
+  void try_resume();                // a throttle has room again (any thread)
+  void close_internal(bool notify_reset, std::string_view why);  // from any thread
+  bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
+  transport::Worker& owner() const noexcept { return *owner_.load(std::memory_order_acquire); }
+
+  // --- transport events (on the owner, via Link) ---
+  void on_established(Link* link, const proto::Negotiated& n);
+  void on_frame(Link* link, proto::Frame&& f);
+  void on_fault(Link* link, const transport::Fault& fault);
+  void on_writable(Link* link);
+
+ private:
+  friend class MessengerCore;
+  ConnectionImpl(std::shared_ptr<MessengerCore> core, transport::Worker& worker, bool outgoing);
+
+  // Runs `fn` on the owner worker: inline if already there, else posted.
+  template <typename F>
+  void on_owner(F&& fn);
+  bool in_owner() const noexcept { return owner().in_worker_thread(); }
+
+  // --- setup (connection_impl.cc) ---
+  void connect_attempt();
+  void attach(transport::ConnectionRef conn);
+  void detach_transport();
+  void handle_step(session::Step&& step);
+  void client_ready(const session::Step& step);
+  void server_decide_ident();
+  void server_decide_reconnect();
+  void adopt(ConnectionImplRef from, bool reconnect, std::uint64_t msg_seq, bool reset_first);
+  void complete_adopt(ConnectionImplRef from, bool reconnect, std::uint64_t msg_seq);
+  session::ExistingSession snapshot() const;
+  void server_ready(bool reconnected, std::uint64_t peer_in_seq);
+  void become_ready();
+  void fault(std::error_code ec, std::string_view why);
+  void fault_wait();
+  bool can_dial() const noexcept;
+  void schedule_reconnect(session::ReconnectBackoff::Cause cause);
+  void enter_closed(bool notify_reset);
+  void reset_session(bool notify_remote);
+  void ensure_timers();
+  void arm_ready_timer();
+  void arm_idle_timer();
+  void on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds tick);
+  void cancel_timers();
+  void publish_peer();
+  std::string describe() const;
+  static std::string_view to_string(State s) noexcept;
+  void pause_for_budget();
+  bool over_budget() const;
+
+  // --- READY data path (connection_io.cc) ---
+  void drain_inbox();
+  void flush();
+  void send_frame(proto::Frame&& f);
+  void receive_ready_frame(proto::Frame&& f);
+  void receive_message(proto::Frame&& f);
+  void maybe_ack();
+  void send_ack_now();
+
+  const std::shared_ptr<MessengerCore> core_;
+  std::atomic<transport::Worker*> owner_;
+  const bool outgoing_;   // we dialled (else accepted)
+  std::atomic<bool> lossy_{false};  // fixed once the policy is known
+
+  // Readable from any thread.
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> closed_flag_{false};
+  std::atomic<std::uint8_t> peer_type_{0};
+  std::atomic<std::uint64_t> features_{0};
+  std::atomic<std::uint64_t> keepalive_ack_ns_{0};
+  mutable std::mutex info_mtx_;
+  EntityAddrVec peer_addrs_info_;
+  entity_name_t peer_name_info_{};
+
+  // Cross-thread inbox.
+  std::mutex inbox_mtx_;
+  std::vector<MessageRef> inbox_;
+  bool drain_posted_ = false;
+  bool keepalive_requested_ = false;
+
+  // --- worker state ---
+  State state_ = State::idle;
+  Policy policy_;
+  EntityAddrVec target_addrs_;   // what we dial (outgoing, or the peer's address once known)
+  AddrKey key_;                  // our entry in the session table
+  bool registered_ = false;
+  std::shared_ptr<Link> link_;
+  transport::ConnectionRef conn_;
+  std::optional<session::ClientHandshake> client_hs_;
+  std::optional<session::ServerHandshake> server_hs_;
+  session::SessionIds ids_;
+  session::PeerInfo peer_;
+  session::SendQueue<MessageRef, MessageSeqTraits> outq_;
+  std::uint64_t acked_in_seq_ = 0;  // in_seq we last told the peer
+  bool ack_posted_ = false;
+  bool replacing_ = false;          // another connection is taking this session over
+  bool once_ready_ = false;
+  bool paused_ = false;
+  bool pending_keepalive_ = false;  // requested before READY
+  std::chrono::nanoseconds idle_for_{0};
+  session::ReconnectBackoff backoff_;
+  std::unique_ptr<boost::asio::steady_timer> timer_;       // ready timeout / backoff
+  std::unique_ptr<boost::asio::steady_timer> idle_timer_;  // idle timeout + keepalive
+  std::uint64_t activity_ = 0;       // frames in or out (idle detection)
+  std::uint64_t idle_seen_ = 0;
+  std::uint64_t attempt_ = 0;        // generation of the current attempt (timer staleness)
+};
+
+}  // namespace siphon::detail
+
+namespace siphon::detail {
+
+class Link final : public transport::ConnectionHandler {
+ public:
+  explicit Link(ConnectionImplRef o) : owner(std::move(o)) {}
+  void on_established(const proto::Negotiated& n) override {
+    if (auto o = owner) o->on_established(this, n);
+  }
+  void on_frame(proto::Frame&& f) override {
+    if (auto o = owner) o->on_frame(this, std::move(f));
+  }
+  void on_fault(const transport::Fault& f) override {
+    if (auto o = owner) o->on_fault(this, f);
+  }
+  void on_writable() override {
+    if (auto o = owner) o->on_writable(this);
+  }
+  ConnectionImplRef owner;  // on the transport connection's worker only
+};
+
+template <typename F>
+void ConnectionImpl::on_owner(F&& fn) {
+  if (in_owner()) {
+    fn();
+    return;
+  }
+  ConnectionImplRef self(this);
+  owner().post([self, f = std::forward<F>(fn)]() mutable { self->on_owner(std::move(f)); });
+}
+
+}  // namespace siphon::detail

@@ -1,0 +1,285 @@
+// ConnectionImpl: the READY data path. Per message: no lock (unless sending
+// from another thread, which appends to the inbox under one short lock per
+// batch), no logging above trace, one Message allocation on receipt.
+#include <fmt/format.h>
+
+#include "msgr/api/connection_impl.h"
+#include "msgr/api/message_access.h"
+#include "msgr/base/log.h"
+
+namespace siphon::detail {
+
+std::error_code ConnectionImpl::send_message(MessageRef m) {
+  if (!m) return make_error_code(errc::invalid_argument);
+  if (closed_flag_.load(std::memory_order_acquire)) return make_error_code(errc::not_connected);
+  bool post = false;
+  {
+    std::lock_guard l(inbox_mtx_);
+    inbox_.push_back(std::move(m));
+    if (!drain_posted_) post = drain_posted_ = true;
+  }
+  if (post) {
+    ConnectionImplRef self(this);
+    owner().post([self] { self->on_owner([self] { self->drain_inbox(); }); });
+  }
+  return {};
+}
+
+void ConnectionImpl::send_keepalive() {
+  if (closed_flag_.load(std::memory_order_acquire)) return;
+  bool post = false;
+  {
+    std::lock_guard l(inbox_mtx_);
+    keepalive_requested_ = true;
+    if (!drain_posted_) post = drain_posted_ = true;
+  }
+  if (post) {
+    ConnectionImplRef self(this);
+    owner().post([self] { self->on_owner([self] { self->drain_inbox(); }); });
+  }
+}
+
+void ConnectionImpl::drain_inbox() {
+  std::vector<MessageRef> batch;
+  bool keepalive = false;
+  {
+    std::lock_guard l(inbox_mtx_);
+    batch.swap(inbox_);
+    keepalive = std::exchange(keepalive_requested_, false);
+    drain_posted_ = false;
+  }
+  if (state_ == State::closed) return;
+  for (auto& m : batch) outq_.push(std::move(m));
+  if (keepalive) {
+    if (state_ == State::ready)
+      send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
+    else
+      pending_keepalive_ = true;
+  }
+  if (state_ == State::ready) {
+    flush();
+  } else if (state_ == State::standby && outq_.has_pending() && can_dial()) {
+    connect_attempt();
+  }
+}
+
+void ConnectionImpl::send_frame(proto::Frame&& f) {
+  if (!conn_) return;
+  ++activity_;
+  if (const std::error_code ec = conn_->send(std::move(f)); ec) {
+    // The transport reports the fault itself; make sure it is handled even
+    // if it does not, but not from inside our caller's loop.
+    ConnectionImplRef self(this);
+    const std::uint64_t gen = attempt_;
+    owner().post([self, gen, ec] {
+      self->on_owner([self, gen, ec] {
+        if (gen == self->attempt_) self->fault(ec, "send failed");
+      });
+    });
+  }
+}
+
+void ConnectionImpl::flush() {
+  if (state_ != State::ready || !conn_) return;
+  const std::size_t high_water = 4u << 20;
+  const bool lossless = !lossy_;
+  while (outq_.has_pending() && conn_ && conn_->queued_bytes() < high_water) {
+    bool replayed = false;
+    MessageRef m = outq_.next_to_send(lossless, replayed);
+    if (replayed) core_->counters.messages_replayed.fetch_add(1, std::memory_order_relaxed);
+    if (!MessageAccess::encoded(*m)) {
+      try {
+        m->encode_payload(peer_.features);
+      } catch (const std::exception& e) {
+        SIPHON_LOG(ms, 0, "encode_payload of message type {} threw: {}; sending it as is",
+                   m->get_type(), e.what());
+      }
+      MessageAccess::encoded(*m) = true;
+    }
+    const MessageHeader& mh = m->header();
+    session::MsgHeader2 h;
+    h.seq = mh.seq;
+    h.tid = mh.tid;
+    h.type = mh.type;
+    h.priority = mh.priority;
+    h.version = mh.version;
+    h.data_off = mh.data_off;
+    h.ack_seq = ids_.in_seq;
+    h.compat_version = mh.compat_version;
+    proto::Frame f;
+    f.tag = proto::Tag::message;
+    h.encode_to(std::span<std::byte, session::MsgHeader2::kSize>(
+        f.segments[0].append_uninitialized(session::MsgHeader2::kSize), session::MsgHeader2::kSize));
+    f.segments[1] = m->front();
+    f.segments[2] = m->middle();
+    f.segments[3] = m->data();
+    acked_in_seq_ = ids_.in_seq;
+    SIPHON_TRACE(session, "send seq {} type {} ({} bytes)", h.seq, h.type, m->payload_length());
+    send_frame(std::move(f));
+    core_->counters.messages_sent.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
+  std::string why;
+  switch (f.tag) {
+    case proto::Tag::message:
+      receive_message(std::move(f));
+      return;
+    case proto::Tag::ack: {
+      session::Ack a;
+      if (!session::decode(f, a, why)) break;
+      if (!lossy_) outq_.ack(a.seq);
+      return;
+    }
+    case proto::Tag::keepalive2: {
+      session::Keepalive2 k;
+      if (!session::decode(f, k, why)) break;
+      send_frame(session::encode(session::Keepalive2Ack{k.timestamp}));
+      return;
+    }
+    case proto::Tag::keepalive2_ack: {
+      session::Keepalive2Ack k;
+      if (!session::decode(f, k, why)) break;
+      keepalive_ack_ns_.store(std::uint64_t{k.timestamp.sec} * 1000000000u + k.timestamp.nsec);
+      return;
+    }
+    default:
+      core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      fault(make_error_code(errc::unexpected_frame),
+            fmt::format("unexpected {} frame in READY", proto::to_string(f.tag)));
+      return;
+  }
+  core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  fault(make_error_code(errc::decode_error), why);
+}
+
+void ConnectionImpl::receive_message(proto::Frame&& f) {
+  auto decoded = session::MsgHeader2::decode(f.segments[0]);
+  if (!decoded) {
+    core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    fault(make_error_code(errc::decode_error), decoded.error().message());
+    return;
+  }
+  const session::MsgHeader2& h = *decoded;
+  if (h.seq <= ids_.in_seq) {
+    // Already have it (a replay overlapping what we acknowledged late).
+    core_->counters.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
+    SIPHON_TRACE(session, "dropping old message seq {} (in_seq {})", h.seq, ids_.in_seq);
+    return;
+  }
+  if (h.seq != ids_.in_seq + 1)
+    SIPHON_LOG(session, 5, "message seq {} skips ahead of in_seq {}", h.seq, ids_.in_seq);
+  ids_.in_seq = h.seq;
+  if (!lossy_) outq_.ack(h.ack_seq);
+
+  MessageRef m;
+  if (core_->registry) m = core_->registry->create(h.type);
+  const bool typed = static_cast<bool>(m);
+  if (typed && h.compat_version > m->get_version()) {
+    core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    fault(make_error_code(errc::decode_error),
+          fmt::format("message type {} has compat_version {}, we understand up to version {}", h.type,
+                      h.compat_version, m->get_version()));
+    return;
+  }
+  if (!typed) m = MessageRef(new Message(h.type, h.version, h.compat_version));
+  MessageHeader& mh = m->header();
+  mh.seq = h.seq;
+  mh.tid = h.tid;
+  mh.type = h.type;
+  mh.priority = h.priority;
+  mh.version = h.version;
+  mh.compat_version = h.compat_version;
+  mh.data_off = h.data_off;
+  m->front() = std::move(f.segments[1]);
+  m->middle() = std::move(f.segments[2]);
+  m->data() = std::move(f.segments[3]);
+  if (typed) {
+    try {
+      m->decode_payload();
+    } catch (const std::exception& e) {
+      core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      fault(make_error_code(errc::decode_error),
+            fmt::format("message type {} seq {} failed to decode: {}", h.type, h.seq, e.what()));
+      return;
+    }
+  }
+  MessageAccess::set_received(*m, ConnectionRef(this), entity_name_t{peer_.type, peer_.gid},
+                              std::chrono::steady_clock::now());
+  const std::uint64_t bytes = m->payload_length();
+  bool over = false;
+  if (policy_.throttler_messages || policy_.throttler_bytes)
+    MessageAccess::set_budget(*m, MessengerCore::take_budget(core_, policy_, bytes, over));
+  core_->counters.messages_received.fetch_add(1, std::memory_order_relaxed);
+
+  bool fast = false;
+  if (core_->any_fast_dispatch) {
+    for (Dispatcher* d : core_->dispatchers) {
+      if (d->ms_can_fast_dispatch(*m)) {
+        d->ms_fast_dispatch(std::move(m));
+        fast = true;
+        break;
+      }
+    }
+  }
+  if (!fast) {
+    const std::uint64_t queued = core_->dispatch_bytes.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
+    core_->dispatch_queue.enqueue({DispatchQueue::Kind::message, std::move(m), ConnectionRef(this), bytes});
+    if (queued > core_->options.ms_dispatch_throttle_bytes) over = true;
+  }
+  if (state_ != State::ready) return;  // a dispatcher marked us down
+  if (over) pause_for_budget();
+  maybe_ack();
+}
+
+void ConnectionImpl::maybe_ack() {
+  if (lossy_ || ack_posted_ || ids_.in_seq <= acked_in_seq_) return;
+  ack_posted_ = true;
+  // After the frames already delivered in this read have been handled, so
+  // one ACK covers them all (and none is needed if a message went out).
+  ConnectionImplRef self(this);
+  owner().post([self] { self->on_owner([self] { self->send_ack_now(); }); });
+}
+
+void ConnectionImpl::send_ack_now() {
+  ack_posted_ = false;
+  if (state_ != State::ready || ids_.in_seq <= acked_in_seq_) return;
+  acked_in_seq_ = ids_.in_seq;
+  send_frame(session::encode(session::Ack{ids_.in_seq}));
+}
+
+bool ConnectionImpl::over_budget() const {
+  if (core_->dispatch_bytes.load(std::memory_order_acquire) > core_->options.ms_dispatch_throttle_bytes)
+    return true;
+  if (policy_.throttler_messages && policy_.throttler_messages->full()) return true;
+  if (policy_.throttler_bytes && policy_.throttler_bytes->full()) return true;
+  return false;
+}
+
+void ConnectionImpl::pause_for_budget() {
+  if (!paused_) {
+    paused_ = true;
+    if (conn_) conn_->pause_receive(true);
+    SIPHON_TRACE(session, "throttled: pausing receive");
+  }
+  core_->add_waiter(ConnectionImplRef(this));
+  if (!over_budget()) core_->wake_waiters();  // released while we registered
+}
+
+void ConnectionImpl::try_resume() {
+  ConnectionImplRef self(this);
+  owner().post([self] {
+    self->on_owner([self] {
+      if (!self->paused_ || self->state_ == State::closed) return;
+      if (self->over_budget()) {
+        self->pause_for_budget();
+        return;
+      }
+      self->paused_ = false;
+      if (self->conn_) self->conn_->pause_receive(false);
+    });
+  });
+}
+
+}  // namespace siphon::detail

@@ -1,0 +1,114 @@
+// Messenger: one endpoint of the msgr2 protocol (Ceph's Messenger): it binds
+// and accepts, connects to peers, runs the sessions and dispatches messages.
+//
+//   auto stack = siphon::make_tcp_stack(opts);     // or any transport::Stack
+//   auto msgr = siphon::Messenger::create(stack, {entity_type::osd, 0}, opts);
+//   msgr->set_default_policy(Policy::lossless_peer());
+//   msgr->add_dispatcher_tail(&my_dispatcher);
+//   msgr->bind(addrs);                             // servers
+//   msgr->start();
+//   auto con = msgr->connect_to(entity_type::osd, peer_addrs);
+//   con->send_message(m);
+//   ...
+//   msgr->shutdown();
+//   msgr->wait();
+//
+// Lifecycle: configure (policies, dispatchers, registry, bind) -> start() ->
+// run -> shutdown() -> wait() -> destroy. shutdown() closes every connection
+// (without reset callbacks) and stops the dispatch thread after the messages
+// already queued for dispatch; wait() returns when everything has stopped.
+// The stack is started by start() if it is not running and stopped by
+// wait() if the messenger started it.
+//
+// Threads: every method may be called from any thread (configuration methods
+// before start()). See dispatcher.h for the callback threads.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <system_error>
+
+#include "msgr/api/connection.h"
+#include "msgr/api/dispatcher.h"
+#include "msgr/api/message.h"
+#include "msgr/api/options.h"
+#include "msgr/api/policy.h"
+#include "msgr/api/types.h"
+
+namespace siphon {
+
+namespace transport {
+class Stack;
+}
+
+// Counters of one messenger (monotonic, readable from any thread).
+struct MessengerStats {
+  std::uint64_t messages_sent = 0;        // MESSAGE frames written (replays included)
+  std::uint64_t messages_received = 0;    // messages accepted and dispatched
+  std::uint64_t messages_replayed = 0;    // MESSAGE frames re-sent after a reconnect
+  std::uint64_t duplicates_dropped = 0;   // received with seq <= in_seq (ignored)
+  std::uint64_t faults = 0;               // connection faults (any cause)
+  std::uint64_t reconnects = 0;           // SESSION_RECONNECT accepted (either side)
+  std::uint64_t sessions_reset = 0;       // sessions discarded by SESSION_RESET / resetcheck
+  std::uint64_t protocol_errors = 0;      // faults caused by malformed or out-of-state input
+};
+
+class Messenger {
+ public:
+  // Creates a messenger named `name` (its type is our entity type; num is the
+  // gid sent in CLIENT_IDENT/SERVER_IDENT, -1 for "unknown") over `stack`.
+  // `nonce` distinguishes this process instance in our addresses (nullopt:
+  // a random non-zero one; monitors use 0).
+  static std::unique_ptr<Messenger> create(std::shared_ptr<transport::Stack> stack,
+                                           entity_name_t name, MessengerOptions options,
+                                           std::optional<std::uint32_t> nonce = std::nullopt);
+  Messenger(const Messenger&) = delete;
+  Messenger& operator=(const Messenger&) = delete;
+  virtual ~Messenger() = default;
+
+  // --- configuration (before start()) ---
+  virtual void set_default_policy(const Policy& p) = 0;
+  virtual void set_policy(std::uint8_t peer_type, const Policy& p) = 0;
+  virtual Policy get_policy(std::uint8_t peer_type) const = 0;
+  // Typed messages to decode on receipt (default: none; everything is
+  // delivered as a generic Message).
+  virtual void set_message_registry(std::shared_ptr<const MessageRegistry> registry) = 0;
+  // The auth identity sent in AUTH_REQUEST (auth "none"); default:
+  // {name.type, "admin"} for clients, {name.type, to_string(name.num)} else.
+  virtual void set_auth_name(const EntityName& name) = 0;
+  virtual void add_dispatcher_head(Dispatcher* d) = 0;
+  virtual void add_dispatcher_tail(Dispatcher* d) = 0;
+  // Listens on every address of `addrs` (port 0: a free port). Each address
+  // is advertised as type MSGR2 with our nonce.
+  virtual std::error_code bind(const EntityAddrVec& addrs) = 0;
+
+  // --- running ---
+  virtual void start() = 0;
+  virtual void shutdown() = 0;
+  virtual void wait() = 0;
+
+  // The connection to `addrs` (the first address is dialled), creating it
+  // if needed; lossless policies reuse the existing session to that peer.
+  virtual ConnectionRef connect_to(std::uint8_t peer_type, const EntityAddrVec& addrs) = 0;
+  // Marks down every connection (no reset callbacks).
+  virtual void mark_down_all() = 0;
+  // Marks down the connection(s) to `addrs`, if any.
+  virtual void mark_down_addrs(const EntityAddrVec& addrs) = 0;
+
+  // --- identity ---
+  virtual entity_name_t get_myname() const = 0;
+  // Bound addresses (after bind()), or the address peers see us as.
+  virtual EntityAddrVec get_myaddrs() const = 0;
+  virtual std::uint32_t get_nonce() const = 0;
+  virtual const MessengerOptions& options() const = 0;
+  virtual MessengerStats stats() const = 0;
+
+ protected:
+  Messenger() = default;
+};
+
+// A TCP stack (async+posix) configured from `options.transport`.
+std::shared_ptr<transport::Stack> make_tcp_stack(const MessengerOptions& options);
+
+}  // namespace siphon

@@ -1,0 +1,193 @@
+// The Messenger implementation: configuration, bind/accept, connect_to,
+// shutdown. Sessions are driven by ConnectionImpl.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <random>
+
+#include "msgr/api/connection_impl.h"
+#include "msgr/api/core.h"
+#include "msgr/base/log.h"
+
+namespace siphon {
+namespace detail {
+namespace {
+
+class MessengerImpl final : public Messenger {
+ public:
+  MessengerImpl(std::shared_ptr<transport::Stack> stack, entity_name_t name, MessengerOptions options,
+                std::uint32_t nonce)
+      : core_(std::make_shared<MessengerCore>(std::move(stack), name, std::move(options), nonce)) {
+    core_->auth_name.type = name.type;
+    core_->auth_name.id = name.type == entity_type::client || name.num < 0 ? "admin" : std::to_string(name.num);
+  }
+
+  ~MessengerImpl() override {
+    shutdown();
+    wait();
+  }
+
+  void set_default_policy(const Policy& p) override { core_->default_policy = p; }
+  void set_policy(std::uint8_t peer_type, const Policy& p) override { core_->policies[peer_type] = p; }
+  Policy get_policy(std::uint8_t peer_type) const override { return core_->policy_for(peer_type); }
+  void set_message_registry(std::shared_ptr<const MessageRegistry> r) override { core_->registry = std::move(r); }
+  void set_auth_name(const EntityName& n) override { core_->auth_name = n; }
+  void add_dispatcher_head(Dispatcher* d) override {
+    auto& ds = core_->dispatchers;
+    ds.push_back(d);
+    std::rotate(ds.rbegin(), ds.rbegin() + 1, ds.rend());
+  }
+  void add_dispatcher_tail(Dispatcher* d) override { core_->dispatchers.push_back(d); }
+
+  std::error_code bind(const EntityAddrVec& addrs) override {
+    start_stack();
+    EntityAddrVec bound_addrs = core_->my_addrs();
+    for (const EntityAddr& a : addrs.addrs) {
+      NetAddress bound;
+      std::weak_ptr<MessengerCore> w = core_;
+      const std::error_code ec = core_->stack->listen(
+          a.addr,
+          [w](transport::ConnectionRef c) {
+            if (auto core = w.lock())
+              ConnectionImpl::accept(std::move(core), std::move(c));
+            else
+              c->close();
+          },
+          bound);
+      if (ec) {
+        SIPHON_LOG(ms, 0, "bind to {} failed: {}", a.addr.to_string(), ec.message());
+        return ec;
+      }
+      EntityAddr mine;
+      mine.type = AddrType::msgr2;
+      mine.nonce = core_->nonce;
+      mine.addr = bound;
+      bound_addrs.addrs.push_back(mine);
+      SIPHON_LOG(ms, 5, "bound to {}", mine.to_string());
+    }
+    core_->set_my_addrs(bound_addrs);
+    return {};
+  }
+
+  void start() override {
+    start_stack();
+    core_->any_fast_dispatch = !core_->dispatchers.empty();
+    core_->dispatch_queue.start();
+    started_ = true;
+    core_->started.store(true, std::memory_order_release);
+  }
+
+  void shutdown() override {
+    {
+      std::lock_guard l(wait_mtx_);
+      if (core_->stopping.exchange(true)) return;
+    }
+    wait_cv_.notify_all();
+    for (auto& c : core_->live_connections()) c->close_internal(false, "messenger shutdown");
+  }
+
+  void wait() override {
+    if (waited_) return;
+    if (!core_->stopping.load()) {
+      // wait() without shutdown(): block until someone shuts us down.
+      std::unique_lock l(wait_mtx_);
+      wait_cv_.wait(l, [this] { return core_->stopping.load(); });
+    }
+    if (stack_started_) core_->wait_all_closed();
+    core_->dispatch_queue.stop();
+    if (stack_started_) core_->stack->stop();
+    waited_ = true;
+  }
+
+  ConnectionRef connect_to(std::uint8_t peer_type, const EntityAddrVec& addrs) override {
+    start_stack();
+    const AddrKey key = AddrKey::of(addrs);
+    if (auto existing = core_->lookup(key); existing && !existing->closed()) return existing;
+    ConnectionImplRef c = ConnectionImpl::make_outgoing(core_, peer_type, addrs);
+    if (core_->stopping.load() || !core_->started.load(std::memory_order_acquire) || addrs.empty()) {
+      SIPHON_LOG(ms, 1, "connect_to {}: {}", addrs.to_string(),
+                 addrs.empty() ? "no address" : core_->stopping.load() ? "messenger shut down" : "call start() first");
+      c->close_internal(false, "not connectable");
+      return c;
+    }
+    ConnectionImplRef holder = core_->register_session(key, c);
+    if (holder != c) return holder;
+    if (!core_->add_live(c)) {
+      core_->unregister_session(key, c.get());
+      c->close_internal(false, "messenger shut down");
+      return c;
+    }
+    c->start_connect();
+    return c;
+  }
+
+  void mark_down_all() override {
+    for (auto& c : core_->live_connections()) c->close_internal(false, "mark_down_all");
+  }
+
+  void mark_down_addrs(const EntityAddrVec& addrs) override {
+    if (auto c = core_->lookup(AddrKey::of(addrs))) c->close_internal(false, "mark_down_addrs");
+  }
+
+  entity_name_t get_myname() const override { return core_->name; }
+  EntityAddrVec get_myaddrs() const override { return core_->my_addrs(); }
+  std::uint32_t get_nonce() const override { return core_->nonce; }
+  const MessengerOptions& options() const override { return core_->options; }
+
+  MessengerStats stats() const override {
+    const Counters& c = core_->counters;
+    MessengerStats s;
+    s.messages_sent = c.messages_sent.load();
+    s.messages_received = c.messages_received.load();
+    s.messages_replayed = c.messages_replayed.load();
+    s.duplicates_dropped = c.duplicates_dropped.load();
+    s.faults = c.faults.load();
+    s.reconnects = c.reconnects.load();
+    s.sessions_reset = c.sessions_reset.load();
+    s.protocol_errors = c.protocol_errors.load();
+    return s;
+  }
+
+ private:
+  void start_stack() {
+    std::lock_guard l(stack_mtx_);
+    if (stack_started_) return;
+    core_->stack->start();
+    stack_started_ = true;
+  }
+
+  std::shared_ptr<MessengerCore> core_;
+  std::mutex stack_mtx_;
+  bool stack_started_ = false;
+  bool started_ = false;
+  bool waited_ = false;
+  std::mutex wait_mtx_;
+  std::condition_variable wait_cv_;
+};
+
+}  // namespace
+}  // namespace detail
+
+std::unique_ptr<Messenger> Messenger::create(std::shared_ptr<transport::Stack> stack, entity_name_t name,
+                                             MessengerOptions options, std::optional<std::uint32_t> nonce) {
+  std::uint32_t n = 0;
+  if (nonce) {
+    n = *nonce;
+  } else {
+    std::random_device rd;
+    while (n == 0) n = rd();
+  }
+  return std::make_unique<detail::MessengerImpl>(std::move(stack), name, std::move(options), n);
+}
+
+}  // namespace siphon
+
+#include "msgr/transport/tcp_stack.h"
+
+namespace siphon {
+
+std::shared_ptr<transport::Stack> make_tcp_stack(const MessengerOptions& options) {
+  return std::make_shared<transport::TcpStack>(options.transport);
+}
+
+}  // namespace siphon

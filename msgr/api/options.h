@@ -1,0 +1,41 @@
+// Typed messenger options. Built once at the edge (compat/ parses ceph.conf
+// into this struct); nothing below reads a configuration. Each field names
+// the Ceph option it mirrors; fields Ceph does not have are marked
+// "Siphon extension".
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "msgr/transport/options.h"
+
+namespace siphon {
+
+struct MessengerOptions {
+  // The transport stack's options (ms_async_op_threads, ms_tcp_*,
+  // ms_bind_port_*, frame limits, ms_inject_socket_failures, ...; see
+  // msgr/transport/options.h). The messenger is handed a stack rather than
+  // creating one, so these are for whoever builds it: compat/, or
+  // make_tcp_stack(options).
+  transport::TcpOptions transport{};
+
+  // --- session ---
+  // Time allowed from connect() to READY before the attempt is faulted.
+  std::chrono::nanoseconds ms_connection_ready_timeout = std::chrono::seconds(10);  // ms_connection_ready_timeout
+  // A READY connection with no traffic either way for this long is faulted.
+  std::chrono::nanoseconds ms_connection_idle_timeout = std::chrono::seconds(900);  // ms_connection_idle_timeout
+  // Reconnect backoff: starts here and doubles per failed attempt ...
+  std::chrono::nanoseconds ms_initial_backoff = std::chrono::milliseconds(200);  // ms_initial_backoff
+  // ... up to this (also the delay after a WAIT reply).
+  std::chrono::nanoseconds ms_max_backoff = std::chrono::seconds(15);      // ms_max_backoff
+  // Send KEEPALIVE2 on a READY connection that has been idle this long
+  // (0: never; Ceph daemons do this above the messenger). Siphon extension.
+  std::chrono::nanoseconds ms_keepalive_interval{0};
+
+  // --- dispatch ---
+  // Received bytes not yet dispatched; when exceeded, connections stop
+  // reading until dispatch catches up.
+  std::uint64_t ms_dispatch_throttle_bytes = 100ull << 20;  // ms_dispatch_throttle_bytes
+};
+
+}  // namespace siphon

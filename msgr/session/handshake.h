@@ -1,0 +1,237 @@
+// The msgr2 handshake, client and server side, as pure state machines: they
+// take events (the transport is established, a frame arrived, the driver's
+// answer to a question) and return a Step (frames to send and an outcome).
+// They do no I/O, read no clock and touch no shared state; the driver
+// (msgr/api) owns the transport, timers and the session table
+// (msgr2-wire.md §7, §8).
+//
+// Client (connecting side):
+//
+//   start ──> hello_wait ──HELLO──> auth_wait ──AUTH_DONE──> sig_wait
+//                                     │ AUTH_BAD_METHOD        │ AUTH_SIGNATURE (32 zeros)
+//                                     v                        v
+//                                   fault            ident_wait  (sent CLIENT_IDENT, or
+//                                                       │         SESSION_RECONNECT when a
+//                                                       │         server_cookie exists)
+//      SESSION_RETRY / RETRY_GLOBAL: resend RECONNECT ──┤
+//      SESSION_RESET: reset ids, send CLIENT_IDENT ─────┤
+//      IDENT_MISSING_FEATURES: fault                    │ WAIT: outcome wait (back off)
+//                                                       v
+//                          SERVER_IDENT / SESSION_RECONNECT_OK ──> ready
+//
+// Server (accepting side):
+//
+//   start ──> hello_wait ──HELLO──> auth_wait ──AUTH_REQUEST(none, crc)──> sig_wait
+//                                     │ other method/mode:                 (sent AUTH_DONE
+//                                     │ AUTH_BAD_METHOD, stay              + AUTH_SIGNATURE)
+//                                     │                                       │ AUTH_SIGNATURE
+//                                     v                                       v
+//                                                                   ident_wait
+//          CLIENT_IDENT with missing features: IDENT_MISSING_FEATURES, stay ──┤
+//          CLIENT_IDENT:      outcome ident_request  ──> driver: accept_new / reuse / wait / close
+//          SESSION_RECONNECT: outcome reconnect_request ──> driver: reply(verdict)
+//                                                                       │
+//                                                                       v
+//                                                                     ready
+//
+// Any frame a state does not expect, or a payload that does not decode,
+// ends in outcome fault with a reason; so does every check that fails.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "msgr/base/error.h"
+#include "msgr/proto/frame.h"
+#include "msgr/proto/types.h"
+#include "msgr/session/wire.h"
+
+namespace siphon::session {
+
+// The local end, as the handshake needs it.
+struct LocalIdentity {
+  std::uint8_t entity_type = proto::kEntityTypeClient;
+  std::int64_t gid = -1;          // our entity_name_t num
+  EntityAddrVec addrs;            // bound addresses (empty: not bound)
+  std::uint32_t nonce = 0;
+  proto::EntityName auth_name;    // for the auth "none" payload
+};
+
+// The part of a policy the handshake applies.
+struct PolicyView {
+  bool lossy = false;
+  bool server = false;
+  bool resetcheck = true;
+  std::uint64_t features_supported = 0;
+  std::uint64_t features_required = 0;
+};
+
+// Session identity that survives transport connections (msgr2-wire.md §8.1).
+struct SessionIds {
+  std::uint64_t client_cookie = 0;
+  std::uint64_t server_cookie = 0;
+  std::uint64_t global_seq = 0;       // ours, from the last CLIENT_IDENT/RECONNECT we sent
+  std::uint64_t connect_seq = 0;
+  std::uint64_t peer_global_seq = 0;
+  std::uint64_t in_seq = 0;           // last message seq accepted from the peer
+};
+
+// Services the driver injects (deterministic in tests).
+struct HandshakeServices {
+  // The messenger's global_seq counter: a value greater than both its
+  // current value and `at_least` (the counter advances).
+  std::function<std::uint64_t(std::uint64_t at_least)> next_global_seq;
+  // A random non-zero u64 (cookies).
+  std::function<std::uint64_t()> random_cookie;
+  // Server: the policy for a peer entity type (from its HELLO).
+  std::function<PolicyView(std::uint8_t peer_type)> policy_for;
+  // Server, auth none: a global_id for a peer that asked for 0.
+  std::function<std::uint64_t()> new_global_id;
+};
+
+// What the peer turned out to be, valid once the handshake is ready.
+struct PeerInfo {
+  std::uint8_t type = 0;
+  std::int64_t gid = -1;
+  EntityAddrVec addrs;
+  std::uint64_t features = 0;     // negotiated: ours & theirs
+  bool lossy = false;             // session flag (server's decision)
+  std::uint64_t global_id = 0;    // auth global_id
+};
+
+struct Step {
+  enum class Outcome {
+    none,               // keep going
+    ready,              // session established (new, or reconnected: see reconnected)
+    fault,              // close this transport connection: error/reason say why
+    wait,               // client: the server said WAIT; close and back off
+    ident_request,      // server: decide on the CLIENT_IDENT in client_ident()
+    reconnect_request,  // server: decide on the SESSION_RECONNECT in reconnect()
+  };
+  std::vector<Frame> send;  // frames to send first, in order
+  Outcome outcome = Outcome::none;
+  std::error_code error;
+  std::string reason;
+  // Client: the server reset our session (SESSION_RESET); the ids were
+  // already reset; the driver drops its queues if `reset_full`.
+  bool session_reset = false;
+  bool reset_full = false;
+  // Client: we learned our address from the server's HELLO (not bound).
+  bool learned_addr = false;
+  // Client ready after SESSION_RECONNECT_OK: the peer's in_seq.
+  bool reconnected = false;
+  std::uint64_t peer_in_seq = 0;
+
+  static Step fault(errc e, std::string why) {
+    Step s;
+    s.outcome = Outcome::fault;
+    s.error = make_error_code(e);
+    s.reason = std::move(why);
+    return s;
+  }
+};
+
+std::string_view to_string(Step::Outcome o) noexcept;
+
+class ClientHandshake {
+ public:
+  enum class State { start, hello_wait, auth_wait, sig_wait, ident_wait, ready, failed };
+
+  // `target` is the address dialled (type MSGR2); `peer_type` the entity
+  // type we expect (entity type any: accept whatever the peer says).
+  ClientHandshake(LocalIdentity me, PolicyView policy, EntityAddr target, std::uint8_t peer_type,
+                  SessionIds ids, HandshakeServices services);
+
+  // The transport exchanged banners: sends HELLO.
+  Step start();
+  Step on_frame(const Frame& f);
+
+  State state() const noexcept { return state_; }
+  const SessionIds& ids() const noexcept { return ids_; }
+  const PeerInfo& peer() const noexcept { return peer_; }
+  const LocalIdentity& me() const noexcept { return me_; }
+
+ private:
+  Step on_hello(const Frame& f);
+  Step on_auth_done(const Frame& f);
+  Step on_signature(const Frame& f);
+  Step on_ident_reply(const Frame& f);
+  Frame client_ident();
+  Frame session_reconnect();
+  Step fail(errc e, std::string why);
+
+  LocalIdentity me_;
+  PolicyView policy_;
+  EntityAddr target_;
+  std::uint8_t expected_peer_type_;
+  SessionIds ids_;
+  HandshakeServices svc_;
+  PeerInfo peer_;
+  State state_ = State::start;
+  bool sent_reconnect_ = false;
+};
+
+class ServerHandshake {
+ public:
+  enum class State { start, hello_wait, auth_wait, sig_wait, ident_wait, decide, ready, failed };
+
+  // `peer_socket_addr` is the accepted socket's remote address.
+  ServerHandshake(LocalIdentity me, NetAddress peer_socket_addr, HandshakeServices services);
+
+  Step start();
+  Step on_frame(const Frame& f);
+
+  // --- the driver's answers (state decide) ---
+  // A new session: sends SERVER_IDENT with our fresh `global_seq` and
+  // `server_cookie` (0 for lossy) -> ready. `ids` are the session's ids for
+  // this connection (the handshake fills in the peer's values).
+  Step accept_new_session(std::uint64_t global_seq, std::uint64_t server_cookie);
+  // An existing session resumes on this connection after SESSION_RECONNECT:
+  // sends SESSION_RECONNECT_OK(`in_seq`) -> ready.
+  Step accept_reconnect(std::uint64_t in_seq);
+  // Replies and keeps waiting for the client's next CLIENT_IDENT or
+  // SESSION_RECONNECT (SESSION_RESET, RETRY, RETRY_GLOBAL).
+  Step reply_reset(bool full);
+  Step reply_retry(std::uint64_t connect_seq);
+  Step reply_retry_global(std::uint64_t global_seq);
+  // Sends WAIT; the client will close and come back later.
+  Step reply_wait();
+  // Closes without a reply (stale connection, bad identity).
+  Step refuse(std::string why);
+
+  State state() const noexcept { return state_; }
+  const PeerInfo& peer() const noexcept { return peer_; }
+  const PolicyView& policy() const noexcept { return policy_; }
+  const ClientIdent& client_ident() const noexcept { return client_ident_; }
+  const SessionReconnect& reconnect() const noexcept { return reconnect_; }
+  // Ids for the session this connection establishes (valid in decide/ready).
+  const SessionIds& ids() const noexcept { return ids_; }
+  SessionIds& ids() noexcept { return ids_; }
+
+ private:
+  Step on_hello(const Frame& f);
+  Step on_auth_request(const Frame& f);
+  Step on_signature(const Frame& f);
+  Step on_client_ident(const Frame& f);
+  Step on_reconnect(const Frame& f);
+  bool is_my_addr(const EntityAddr& a) const noexcept;
+  Step fail(errc e, std::string why);
+
+  LocalIdentity me_;
+  NetAddress peer_socket_addr_;
+  HandshakeServices svc_;
+  PolicyView policy_;
+  PeerInfo peer_;
+  SessionIds ids_;
+  ClientIdent client_ident_;
+  SessionReconnect reconnect_;
+  State state_ = State::start;
+};
+
+std::string_view to_string(ClientHandshake::State s) noexcept;
+std::string_view to_string(ServerHandshake::State s) noexcept;
+
+}  // namespace siphon::session

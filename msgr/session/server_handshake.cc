@@ -1,0 +1,243 @@
+// The accepting side of the msgr2 handshake (state diagram in handshake.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "msgr/session/handshake.h"
+
+namespace siphon::session {
+
+std::string_view to_string(ServerHandshake::State s) noexcept {
+  using S = ServerHandshake::State;
+  switch (s) {
+    case S::start: return "start";
+    case S::hello_wait: return "hello_wait";
+    case S::auth_wait: return "auth_wait";
+    case S::sig_wait: return "sig_wait";
+    case S::ident_wait: return "ident_wait";
+    case S::decide: return "decide";
+    case S::ready: return "ready";
+    case S::failed: return "failed";
+  }
+  return "?";
+}
+
+ServerHandshake::ServerHandshake(LocalIdentity me, NetAddress peer_socket_addr,
+                                 HandshakeServices services)
+    : me_(std::move(me)), peer_socket_addr_(peer_socket_addr), svc_(std::move(services)) {}
+
+Step ServerHandshake::fail(errc e, std::string why) {
+  state_ = State::failed;
+  return Step::fault(e, std::move(why));
+}
+
+Step ServerHandshake::start() {
+  if (state_ != State::start) return fail(errc::internal_error, "handshake started twice");
+  EntityAddr seen;  // how we see the peer: its socket address, type MSGR2, nonce 0
+  seen.type = AddrType::msgr2;
+  seen.addr = peer_socket_addr_;
+  Step s;
+  s.send.push_back(encode(Hello{me_.entity_type, seen}));
+  state_ = State::hello_wait;
+  return s;
+}
+
+Step ServerHandshake::on_frame(const Frame& f) {
+  switch (state_) {
+    case State::hello_wait:
+      if (f.tag == Tag::hello) return on_hello(f);
+      break;
+    case State::auth_wait:
+      if (f.tag == Tag::auth_request) return on_auth_request(f);
+      break;
+    case State::sig_wait:
+      if (f.tag == Tag::auth_signature) return on_signature(f);
+      break;
+    case State::ident_wait:
+      if (f.tag == Tag::client_ident) return on_client_ident(f);
+      if (f.tag == Tag::session_reconnect) return on_reconnect(f);
+      break;
+    case State::start:
+    case State::decide:
+    case State::ready:
+    case State::failed:
+      break;
+  }
+  return fail(errc::unexpected_frame,
+              fmt::format("unexpected {} frame in server state {}", proto::to_string(f.tag),
+                          to_string(state_)));
+}
+
+Step ServerHandshake::on_hello(const Frame& f) {
+  Hello h;
+  std::string why;
+  if (!decode(f, h, why)) return fail(errc::decode_error, std::string(why));
+  peer_.type = h.entity_type;
+  policy_ = svc_.policy_for(h.entity_type);
+  state_ = State::auth_wait;
+  return {};
+}
+
+Step ServerHandshake::on_auth_request(const Frame& f) {
+  AuthRequest req;
+  std::string why;
+  if (!decode(f, req, why)) return fail(errc::decode_error, std::string(why));
+  Step s;
+  const bool crc_ok = std::find(req.preferred_modes.begin(), req.preferred_modes.end(),
+                                kConModeCrc) != req.preferred_modes.end();
+  if (req.method != proto::kAuthMethodNone || !crc_ok) {
+    AuthBadMethod bad;
+    bad.method = req.method;
+    bad.result = kEOPNOTSUPP;
+    bad.allowed_methods = {proto::kAuthMethodNone};
+    bad.allowed_modes = {kConModeCrc};
+    s.send.push_back(encode(bad));  // stay in auth_wait: the client may try again
+    return s;
+  }
+  auto parsed = proto::AuthNonePayload::decode(req.auth_payload);
+  if (!parsed) return fail(errc::decode_error, parsed.error().message());
+  const proto::AuthNonePayload& none = *parsed;
+  peer_.global_id = none.global_id != 0 ? none.global_id : svc_.new_global_id();
+  AuthDone done;
+  done.global_id = peer_.global_id;
+  s.send.push_back(encode(done));
+  s.send.push_back(encode(AuthSignature{}));  // right after AUTH_DONE, as Pacific does
+  state_ = State::sig_wait;
+  return s;
+}
+
+Step ServerHandshake::on_signature(const Frame& f) {
+  AuthSignature sig;
+  std::string why;
+  if (!decode(f, sig, why)) return fail(errc::decode_error, std::string(why));
+  for (auto b : sig.sha256)
+    if (b != 0) return fail(errc::auth_unsupported, "AUTH_SIGNATURE mismatch (auth none expects zeros)");
+  state_ = State::ident_wait;
+  return {};
+}
+
+bool ServerHandshake::is_my_addr(const EntityAddr& a) const noexcept {
+  for (const auto& mine : me_.addrs.addrs) {
+    if (mine == a) return true;
+    // Bound to a wildcard IP: any local IP with our port, type and nonce.
+    if (mine.addr.is_any() && mine.type == a.type && mine.nonce == a.nonce &&
+        mine.addr.port() == a.addr.port() && mine.addr.family() == a.addr.family())
+      return true;
+  }
+  return false;
+}
+
+Step ServerHandshake::on_client_ident(const Frame& f) {
+  ClientIdent ci;
+  std::string why;
+  if (!decode(f, ci, why)) return fail(errc::decode_error, std::string(why));
+  if (ci.addrs.empty() || ci.addrs.front().is_blank())
+    return fail(errc::unexpected_frame, "CLIENT_IDENT without a client address");
+  if (!is_my_addr(ci.target_addr))
+    return fail(errc::unexpected_frame, fmt::format("CLIENT_IDENT targets {}, which is not us {}",
+                                                    ci.target_addr.to_string(), me_.addrs.to_string()));
+  const std::uint64_t missing = (policy_.features_required | (1ull << 59)) & ~ci.supported_features;
+  if (missing != 0) {
+    Step s;
+    s.send.push_back(encode(IdentMissingFeatures{missing}));
+    return s;  // stay in ident_wait, as Ceph does
+  }
+  client_ident_ = ci;
+  peer_.gid = ci.gid;
+  peer_.addrs = ci.addrs;
+  peer_.features = ci.supported_features & policy_.features_supported;
+  peer_.lossy = policy_.lossy;
+  ids_.client_cookie = ci.cookie;
+  ids_.peer_global_seq = ci.global_seq;
+  state_ = State::decide;
+  Step s;
+  s.outcome = Step::Outcome::ident_request;
+  return s;
+}
+
+Step ServerHandshake::on_reconnect(const Frame& f) {
+  SessionReconnect r;
+  std::string why;
+  if (!decode(f, r, why)) return fail(errc::decode_error, std::string(why));
+  if (r.addrs.empty() || r.addrs.front().is_blank())
+    return fail(errc::unexpected_frame, "SESSION_RECONNECT without a client address");
+  reconnect_ = r;
+  peer_.addrs = r.addrs;
+  ids_.client_cookie = r.client_cookie;
+  ids_.server_cookie = r.server_cookie;
+  ids_.peer_global_seq = r.global_seq;
+  ids_.connect_seq = r.connect_seq;
+  state_ = State::decide;
+  Step s;
+  s.outcome = Step::Outcome::reconnect_request;
+  return s;
+}
+
+Step ServerHandshake::accept_new_session(std::uint64_t global_seq, std::uint64_t server_cookie) {
+  if (state_ != State::decide) return fail(errc::internal_error, "accept_new_session outside decide");
+  ids_.global_seq = global_seq;
+  ids_.server_cookie = policy_.lossy ? 0 : server_cookie;
+  ids_.connect_seq = 0;
+  ids_.in_seq = 0;
+  ServerIdent si;
+  si.addrs = me_.addrs;
+  si.gid = me_.gid;
+  si.global_seq = global_seq;
+  si.supported_features = policy_.features_supported;
+  si.required_features = policy_.features_required | (1ull << 59);
+  si.flags = policy_.lossy ? kMsgConnectLossy : 0;
+  si.cookie = ids_.server_cookie;
+  Step s;
+  s.send.push_back(encode(si));
+  s.outcome = Step::Outcome::ready;
+  state_ = State::ready;
+  return s;
+}
+
+Step ServerHandshake::accept_reconnect(std::uint64_t in_seq) {
+  if (state_ != State::decide) return fail(errc::internal_error, "accept_reconnect outside decide");
+  ids_.in_seq = in_seq;
+  Step s;
+  s.send.push_back(encode(ReconnectOk{in_seq}));
+  s.outcome = Step::Outcome::ready;
+  s.reconnected = true;
+  s.peer_in_seq = reconnect_.msg_seq;
+  state_ = State::ready;
+  return s;
+}
+
+Step ServerHandshake::reply_reset(bool full) {
+  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
+  Step s;
+  s.send.push_back(encode(SessionReset{full}));
+  state_ = State::ident_wait;
+  return s;
+}
+
+Step ServerHandshake::reply_retry(std::uint64_t connect_seq) {
+  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
+  Step s;
+  s.send.push_back(encode(SessionRetry{connect_seq}));
+  state_ = State::ident_wait;
+  return s;
+}
+
+Step ServerHandshake::reply_retry_global(std::uint64_t global_seq) {
+  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
+  Step s;
+  s.send.push_back(encode(SessionRetryGlobal{global_seq}));
+  state_ = State::ident_wait;
+  return s;
+}
+
+Step ServerHandshake::reply_wait() {
+  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
+  Step s;
+  s.send.push_back(encode(Wait{}));
+  state_ = State::ident_wait;  // the client closes; anything else it sends is re-checked
+  return s;
+}
+
+Step ServerHandshake::refuse(std::string why) { return fail(errc::connection_reset, std::move(why)); }
+
+}  // namespace siphon::session

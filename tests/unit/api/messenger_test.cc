@@ -1,0 +1,442 @@
+// Two Siphon messengers over TCP loopback: handshake, events, typed
+// messages, keepalive, mark_down, lossy resets, peer restart, throttles,
+// timeouts, the connection race, clean shutdown.
+#include <atomic>
+#include <thread>
+
+#include "msgr_test_util.h"
+
+namespace siphon::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr std::uint16_t kTypeTest = 0x7001;
+
+// A typed message: a u32 counter in the front.
+struct MCounter : Message {
+  static constexpr std::uint16_t kType = 0x7002;
+  MCounter() : Message(kType, /*version=*/2, /*compat=*/1) {}
+  explicit MCounter(std::uint32_t v) : MCounter() { value = v; }
+  std::uint32_t value = 0;
+  bool decoded = false;
+  void encode_payload(std::uint64_t) override { front().append(&value, sizeof(value)); }
+  void decode_payload() override {
+    if (front().length() != sizeof(value)) throw std::runtime_error("bad MCounter front");
+    front().copy_out(0, sizeof(value), &value);
+    decoded = true;
+  }
+};
+
+struct Pair : ::testing::Test {
+  MessengerOptions opts = test_options();
+  // Dispatchers outlive the messengers (TearDown shuts them down first).
+  RecordingDispatcher sd, cd, sd2, cd2;
+  std::unique_ptr<Messenger> server, client;
+
+  void start(const Policy& server_policy, const Policy& client_policy, MessengerOptions o) {
+    server = make_messenger({entity_type::osd, 0}, o);
+    client = make_messenger({entity_type::client, 4100}, o);
+    server->set_policy(entity_type::client, server_policy);
+    client->set_policy(entity_type::osd, client_policy);
+    server->add_dispatcher_tail(&sd);
+    client->add_dispatcher_tail(&cd);
+    ASSERT_FALSE(server->bind(loopback_any_port()));
+    server->start();
+    client->start();
+  }
+  void TearDown() override {
+    if (client) client->shutdown();
+    if (server) server->shutdown();
+    if (client) client->wait();
+    if (server) server->wait();
+  }
+  ConnectionRef connect() { return client->connect_to(entity_type::osd, server->get_myaddrs()); }
+};
+
+TEST_F(Pair, HandshakeReportsConnectAndAcceptWithPeerIdentity) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  ConnectionRef con = connect();
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 1; }));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.accepts == 1; }));
+  EXPECT_TRUE(con->is_connected());
+  EXPECT_FALSE(con->is_lossy());
+  EXPECT_EQ(con->get_peer_type(), entity_type::osd);
+  EXPECT_EQ(con->get_peer_name().num, 0);
+  EXPECT_EQ(con->get_features(), kFeaturesAllPacific);
+  EXPECT_EQ(con->get_peer_addrs(), server->get_myaddrs());
+  ConnectionRef in = sd.last_con;
+  EXPECT_EQ(in->get_peer_type(), entity_type::client);
+  EXPECT_EQ(in->get_peer_name().num, 4100);
+  // connect_to again returns the same session.
+  EXPECT_EQ(connect().get(), con.get());
+  // The client learned its address from the server's HELLO.
+  ASSERT_EQ(client->get_myaddrs().size(), 1u);
+  EXPECT_EQ(client->get_myaddrs().front().nonce, client->get_nonce());
+}
+
+TEST_F(Pair, MessagesCarryHeaderFieldsAndSourceBothWays) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  std::vector<MessageRef> got;
+  sd.on_message = [&](const MessageRef& m) {
+    got.push_back(m);
+    // Reply on the same connection from the dispatch thread.
+    MessageRef r = make_message<Message>(kTypeTest);
+    r->set_tid(m->get_tid());
+    r->front().append("pong");
+    m->get_connection()->send_message(r);
+  };
+  ConnectionRef con = connect();
+  MessageRef m = make_message<Message>(kTypeTest, 3, 2);
+  m->set_tid(77);
+  m->set_priority(msg_priority::high);
+  m->front().append("front");
+  m->middle().append("mid");
+  m->data().append("data!");
+  ASSERT_FALSE(con->send_message(m));
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.messages == 1; }));
+  std::lock_guard l(sd.w.mu);
+  ASSERT_EQ(got.size(), 1u);
+  const MessageRef& r = got[0];
+  EXPECT_EQ(r->get_type(), kTypeTest);
+  EXPECT_EQ(r->get_tid(), 77u);
+  EXPECT_EQ(r->get_priority(), msg_priority::high);
+  EXPECT_EQ(r->get_version(), 3);
+  EXPECT_EQ(r->get_compat_version(), 2);
+  EXPECT_EQ(r->get_seq(), 1u);
+  EXPECT_EQ(r->front().to_string(), "front");
+  EXPECT_EQ(r->middle().to_string(), "mid");
+  EXPECT_EQ(r->data().to_string(), "data!");
+  EXPECT_EQ(r->get_source().type, entity_type::client);
+  EXPECT_EQ(r->get_source().num, 4100);
+}
+
+TEST_F(Pair, TypedMessagesAreDecodedUnknownOnesDeliveredGeneric) {
+  auto reg = std::make_shared<MessageRegistry>();
+  reg->add<MCounter>();
+  server = make_messenger({entity_type::osd, 0}, opts);
+  server->set_message_registry(reg);
+  client = make_messenger({entity_type::client, 1}, opts);
+  std::vector<MessageRef> got;
+  sd.on_message = [&](const MessageRef& m) { got.push_back(m); };
+  server->add_dispatcher_tail(&sd);
+  ASSERT_FALSE(server->bind(loopback_any_port()));
+  server->start();
+  client->start();
+  ConnectionRef con = connect();
+  con->send_message(make_message<MCounter>(41));
+  con->send_message(make_message<Message>(0x7fff));  // not registered
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 2; }));
+  std::lock_guard l(sd.w.mu);
+  auto* typed = dynamic_cast<MCounter*>(got[0].get());
+  ASSERT_NE(typed, nullptr);
+  EXPECT_TRUE(typed->decoded);
+  EXPECT_EQ(typed->value, 41u);
+  EXPECT_EQ(dynamic_cast<MCounter*>(got[1].get()), nullptr);
+  EXPECT_EQ(got[1]->get_type(), 0x7fff);
+}
+
+TEST_F(Pair, UndecodableTypedMessageFaultsOnlyThatConnection) {
+  auto reg = std::make_shared<MessageRegistry>();
+  reg->add<MCounter>();
+  server = make_messenger({entity_type::osd, 0}, opts);
+  server->set_message_registry(reg);
+  server->set_policy(entity_type::client, Policy::stateless_server());
+  client = make_messenger({entity_type::client, 1}, opts);
+  client->set_policy(entity_type::osd, Policy::lossy_client());
+  client->add_dispatcher_tail(&cd);
+  server->add_dispatcher_tail(&sd);
+  ASSERT_FALSE(server->bind(loopback_any_port()));
+  server->start();
+  client->start();
+  LogCapture logs;
+  ConnectionRef con = connect();
+  MessageRef bad = make_message<Message>(MCounter::kType, 2, 1);
+  bad->front().append("xy");  // 2 bytes: decode_payload throws
+  con->send_message(bad);
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }));
+  EXPECT_TRUE(logs.contains("failed to decode"));
+  // compat_version beyond what we understand (MCounter is version 2).
+  ConnectionRef con2 = connect();
+  con2->send_message(make_message<Message>(MCounter::kType, 5, 3));
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 2; }));
+  EXPECT_TRUE(logs.contains("compat_version 3"));
+  EXPECT_EQ(sd.messages, 0u);
+  // The server still serves new connections.
+  ConnectionRef con3 = connect();
+  con3->send_message(make_message<MCounter>(1));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
+}
+
+// Counts live instances, to see when the sender frees a message.
+struct Tracked : Message {
+  static std::atomic<int>& live() {
+    static std::atomic<int> n{0};
+    return n;
+  }
+  Tracked() : Message(kTypeTest) { ++live(); }
+  ~Tracked() override { --live(); }
+};
+
+TEST_F(Pair, AckFramesFreeTheSentListOnAOneWaySession) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  ConnectionRef con = connect();
+  for (int i = 0; i < 100; ++i) con->send_message(make_message<Tracked>());
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 100; }));
+  // The server never sends a message, so only ACK frames can acknowledge
+  // these; the client then drops them from its sent list.
+  EXPECT_TRUE(eventually([] { return Tracked::live().load() == 0; }, 10s))
+      << Tracked::live().load() << " messages still held";
+}
+
+TEST_F(Pair, LossySessionKeepsNoSentList) {
+  start(Policy::stateless_server(), Policy::lossy_client(), opts);
+  ConnectionRef con = connect();
+  for (int i = 0; i < 50; ++i) con->send_message(make_message<Tracked>());
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 50; }));
+  EXPECT_TRUE(eventually([] { return Tracked::live().load() == 0; }, 10s));
+}
+
+TEST_F(Pair, KeepaliveIsAcknowledged) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  ConnectionRef con = connect();
+  con->send_keepalive();  // may be requested before READY
+  EXPECT_TRUE(eventually([&] { return con->last_keepalive_ack_ns() != 0; }, 10s));
+}
+
+TEST_F(Pair, MarkDownDropsTheSessionWithoutCallbacks) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  ConnectionRef con = connect();
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 1; }));
+  con->mark_down();
+  EXPECT_TRUE(eventually([&] { return !con->is_connected(); }, 5s));
+  EXPECT_EQ(con->send_message(make_message<Message>(kTypeTest)), make_error_code(errc::not_connected));
+  EXPECT_EQ(cd.resets, 0);
+  // A new connect_to makes a new session.
+  ConnectionRef again = connect();
+  EXPECT_NE(again.get(), con.get());
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 2; }));
+}
+
+TEST_F(Pair, LossyFaultResetsTheSessionAndCallsHandleReset) {
+  start(Policy::stateless_server(), Policy::lossy_client(), opts);
+  ConnectionRef con = connect();
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.accepts == 1; }));
+  sd.last_con->mark_down();  // the server drops it: the client sees a fault
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }));
+  EXPECT_EQ(cd.last_con.get(), con.get());
+  EXPECT_FALSE(con->is_connected());
+  EXPECT_EQ(con->send_message(make_message<Message>(kTypeTest)), make_error_code(errc::not_connected));
+  // A lossy session never comes back by itself; connect_to makes a new one
+  // whose numbering starts again at 1.
+  std::vector<std::uint64_t> seqs;
+  sd.on_message = [&](const MessageRef& m) { seqs.push_back(m->get_seq()); };
+  connect()->send_message(make_message<Message>(kTypeTest));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
+  EXPECT_EQ(seqs, std::vector<std::uint64_t>{1});
+}
+
+TEST_F(Pair, RefusedConnectIsReported) {
+  opts.ms_connection_ready_timeout = 2s;
+  client = make_messenger({entity_type::client, 1}, opts);
+  client->set_policy(entity_type::osd, Policy::lossy_client());
+  client->add_dispatcher_tail(&cd);
+  client->start();
+  // Bind then close a messenger to find a port nobody listens on.
+  EntityAddrVec dead;
+  {
+    auto tmp = make_messenger({entity_type::osd, 9}, opts);
+    ASSERT_FALSE(tmp->bind(loopback_any_port()));
+    dead = tmp->get_myaddrs();
+    tmp->shutdown();
+    tmp->wait();
+  }
+  client->connect_to(entity_type::osd, dead);
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.refused >= 1 && cd.resets == 1; }));
+}
+
+TEST_F(Pair, PeerRestartIsSeenAsRemoteReset) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  const std::uint32_t nonce = server->get_nonce();
+  const EntityAddrVec addrs = server->get_myaddrs();
+  ConnectionRef con = connect();
+  con->send_message(make_message<Message>(kTypeTest));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
+  // Restart the server: same address and nonce, no session state.
+  server->shutdown();
+  server->wait();
+  server = make_messenger({entity_type::osd, 0}, opts, nonce);
+  server->set_policy(entity_type::client, Policy::stateful_server());
+  server->add_dispatcher_tail(&sd2);
+  EntityAddrVec again(EntityAddr(AddrType::msgr2, addrs.front().addr));
+  ASSERT_FALSE(server->bind(again));
+  server->start();
+  // The client reconnects (SESSION_RECONNECT), is told SESSION_RESET, reports
+  // a remote reset and starts a new session on the same Connection.
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.remote_resets == 1; }));
+  con->send_message(make_message<Message>(kTypeTest));
+  ASSERT_TRUE(sd2.w.wait_for([&] { return sd2.messages >= 1; }));
+  EXPECT_TRUE(con->is_connected());
+}
+
+TEST_F(Pair, ClientRestartIsSeenAsRemoteResetByTheServer) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  const std::uint32_t nonce = client->get_nonce();
+  ConnectionRef con = connect();
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.accepts == 1; }));
+  client->shutdown();
+  client->wait();
+  // Same nonce and address family: the server finds the old session, with a
+  // different client cookie (the peer restarted).
+  client = make_messenger({entity_type::client, 4100}, opts, nonce);
+  client->set_policy(entity_type::osd, Policy::lossless_client());
+  client->add_dispatcher_tail(&cd2);
+  client->start();
+  ConnectionRef con2 = connect();
+  con2->send_message(make_message<Message>(kTypeTest));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.remote_resets == 1 && sd.messages == 1; }));
+}
+
+TEST_F(Pair, IdleConnectionTimesOut) {
+  opts.ms_connection_idle_timeout = 300ms;
+  start(Policy::stateless_server(), Policy::lossy_client(), opts);
+  connect();
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 1; }));
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }, 10s));
+}
+
+TEST_F(Pair, KeepaliveIntervalKeepsAnIdleConnectionUp) {
+  opts.ms_connection_idle_timeout = 600ms;
+  opts.ms_keepalive_interval = 100ms;
+  start(Policy::stateless_server(), Policy::lossy_client(), opts);
+  ConnectionRef con = connect();
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 1; }));
+  std::this_thread::sleep_for(1500ms);  // 2.5 idle timeouts pass
+  EXPECT_EQ(cd.resets, 0);
+  EXPECT_TRUE(con->is_connected());
+}
+
+TEST_F(Pair, PolicyByteThrottlePausesReadingUntilMessagesAreReleased) {
+  Policy sp = Policy::stateful_server();
+  sp.throttler_bytes = std::make_shared<Throttle>("client-bytes", 256 * 1024);
+  start(sp, Policy::lossless_client(), opts);
+  std::vector<MessageRef> held;
+  sd.on_message = [&](const MessageRef& m) { held.push_back(m); };
+  ConnectionRef con = connect();
+  constexpr int kCount = 64;
+  const std::string payload(64 * 1024, 'x');
+  for (int i = 0; i < kCount; ++i) {
+    MessageRef m = make_message<Message>(kTypeTest);
+    m->data().append(payload);
+    con->send_message(m);
+  }
+  // The server holds every message it receives: reading must stop near the
+  // budget (256 KiB, plus the message that crossed it).
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages >= 4; }));
+  std::this_thread::sleep_for(300ms);  // reading has stopped: nothing more arrives
+  {
+    std::lock_guard l(sd.w.mu);
+    EXPECT_LT(sd.messages, static_cast<std::uint64_t>(kCount));
+    EXPECT_LE(sp.throttler_bytes->current(), 256u * 1024 + payload.size());
+    sd.on_message = nullptr;  // drop what arrives from now on at once
+    held.clear();             // release: budget returns, reading resumes
+  }
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == kCount; }));
+  EXPECT_LE(sp.throttler_bytes->peak(), 256u * 1024 + payload.size());
+}
+
+TEST_F(Pair, DispatchThrottleBoundsUndispatchedBytes) {
+  opts.ms_dispatch_throttle_bytes = 128 * 1024;
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  std::atomic<bool> gate{false};
+  sd.on_message = [&](const MessageRef&) {
+    while (!gate.load()) std::this_thread::yield();
+  };
+  ConnectionRef con = connect();
+  for (int i = 0; i < 32; ++i) {
+    MessageRef m = make_message<Message>(kTypeTest);
+    m->data().append(std::string(32 * 1024, 'y'));
+    con->send_message(m);
+  }
+  std::this_thread::sleep_for(300ms);  // let the server fill its dispatch budget
+  // One message in ms_dispatch, 128 KiB (4 x 32 KiB) queued, one more that
+  // crossed the limit: reading stopped there.
+  EXPECT_LE(server->stats().messages_received, 7u);
+  EXPECT_GE(server->stats().messages_received, 4u);
+  gate = true;
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 32; }));
+}
+
+TEST_F(Pair, ConnectionRaceEndsWithOneSessionAndNoLoss) {
+  RecordingDispatcher da, db;  // outlive the messengers
+  auto a = make_messenger({entity_type::osd, 1}, opts);
+  auto b = make_messenger({entity_type::osd, 2}, opts);
+  std::vector<std::uint32_t> at_a, at_b;
+  da.on_message = [&](const MessageRef& m) { at_a.push_back(static_cast<std::uint32_t>(m->get_tid())); };
+  db.on_message = [&](const MessageRef& m) { at_b.push_back(static_cast<std::uint32_t>(m->get_tid())); };
+  for (auto* p : {&a, &b}) {
+    (*p)->set_default_policy(Policy::lossless_peer());
+    ASSERT_FALSE((*p)->bind(loopback_any_port()));
+  }
+  a->add_dispatcher_tail(&da);
+  b->add_dispatcher_tail(&db);
+  a->start();
+  b->start();
+  LogCapture logs;
+  log::set_level(log::Subsys::session, 5);
+  constexpr int kN = 200;
+  ConnectionRef ab = a->connect_to(entity_type::osd, b->get_myaddrs());
+  ConnectionRef ba = b->connect_to(entity_type::osd, a->get_myaddrs());
+  for (int i = 1; i <= kN; ++i) {
+    MessageRef m1 = make_message<Message>(kTypeTest);
+    m1->set_tid(i);
+    ab->send_message(m1);
+    MessageRef m2 = make_message<Message>(kTypeTest);
+    m2->set_tid(i);
+    ba->send_message(m2);
+  }
+  ASSERT_TRUE(db.w.wait_for([&] { return db.messages >= kN; }));
+  ASSERT_TRUE(da.w.wait_for([&] { return da.messages >= kN; }));
+  std::vector<std::uint32_t> expected(kN);
+  for (int i = 0; i < kN; ++i) expected[i] = i + 1;
+  {
+    std::lock_guard l(db.w.mu);
+    EXPECT_EQ(at_b, expected);
+  }
+  {
+    std::lock_guard l(da.w.mu);
+    EXPECT_EQ(at_a, expected);
+  }
+  log::set_level(log::Subsys::session, log::kDefaultLevel);
+  // Both CLIENT_IDENTs met the other side's outgoing session: one side let
+  // the incoming connection take its session over, the other said WAIT.
+  int race_lines = 0;
+  for (const auto& line : logs.lines())
+    if (line.find("connection race") != std::string::npos) {
+      ++race_lines;
+      std::printf("  %s\n", line.c_str());
+    }
+  EXPECT_GE(race_lines, 1);
+  a->shutdown();
+  b->shutdown();
+  a->wait();
+  b->wait();
+}
+
+TEST_F(Pair, ShutdownWithTrafficInFlightIsClean) {
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  ConnectionRef con = connect();
+  for (int i = 0; i < 1000; ++i) {
+    MessageRef m = make_message<Message>(kTypeTest);
+    m->data().append(std::string(1024, 'z'));
+    con->send_message(m);
+  }
+  client->shutdown();
+  server->shutdown();
+  client->wait();
+  server->wait();
+  EXPECT_EQ(con->send_message(make_message<Message>(kTypeTest)), make_error_code(errc::not_connected));
+}
+
+}  // namespace
+}  // namespace siphon::test

@@ -1,0 +1,148 @@
+// Helpers for messenger tests over TCP loopback: a messenger on its own
+// stack bound to 127.0.0.1 (ephemeral port), a recording dispatcher, and
+// waits on conditions with deadlines (no sleeps).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "msgr/api/messenger.h"
+#include "msgr/base/log.h"
+
+namespace siphon::test {
+
+inline MessengerOptions test_options(unsigned threads = 1) {
+  MessengerOptions o;
+  o.transport.common.async_op_threads = threads;
+  o.transport.bind_port_min = 0;  // any free port
+  o.transport.bind_port_max = 0;
+  o.ms_initial_backoff = std::chrono::milliseconds(5);
+  o.ms_max_backoff = std::chrono::milliseconds(100);
+  return o;
+}
+
+inline EntityAddrVec loopback_any_port() {
+  return EntityAddrVec(EntityAddr(AddrType::msgr2, NetAddress::parse("127.0.0.1:0").value()));
+}
+
+inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const MessengerOptions& o,
+                                                 std::optional<std::uint32_t> nonce = std::nullopt) {
+  return Messenger::create(make_tcp_stack(o), name, o, nonce);
+}
+
+// Waits for `pred` (checked under `mu`) with a deadline.
+class Waiter {
+ public:
+  template <typename Pred>
+  bool wait_for(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    std::unique_lock l(mu);
+    return cv.wait_for(l, timeout, pred);
+  }
+  void notify() { cv.notify_all(); }
+  std::mutex mu;
+  std::condition_variable cv;
+};
+
+// Polls `pred` every millisecond until it holds or the deadline passes (for
+// state that has no notification of its own).
+template <typename Pred>
+bool eventually(Pred pred, std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
+
+// Records events and hands messages to an optional callback.
+class RecordingDispatcher : public Dispatcher {
+ public:
+  bool ms_dispatch(MessageRef m) override {
+    {
+      std::lock_guard l(w.mu);
+      if (on_message) on_message(m);
+      ++messages;
+    }
+    w.notify();
+    return true;
+  }
+  void ms_handle_connect(ConnectionRef c) override { bump(connects, c); }
+  void ms_handle_accept(ConnectionRef c) override { bump(accepts, c); }
+  bool ms_handle_reset(ConnectionRef c) override {
+    bump(resets, c);
+    return true;
+  }
+  void ms_handle_remote_reset(ConnectionRef c) override { bump(remote_resets, c); }
+  bool ms_handle_refused(ConnectionRef c) override {
+    bump(refused, c);
+    return true;
+  }
+
+  Waiter w;
+  std::function<void(const MessageRef&)> on_message;  // called under w.mu
+  std::uint64_t messages = 0;
+  int connects = 0, accepts = 0, resets = 0, remote_resets = 0, refused = 0;
+  ConnectionRef last_con;
+
+ private:
+  void bump(int& n, const ConnectionRef& c) {
+    {
+      std::lock_guard l(w.mu);
+      ++n;
+      last_con = c;
+    }
+    w.notify();
+  }
+};
+
+// Collects log lines (thread-safe) while it lives. Workers may log at any
+// moment, so the sink and the destructor synchronise on one global mutex.
+class LogCapture {
+ public:
+  LogCapture() {
+    std::lock_guard l(global_mu());
+    instance() = this;
+    log::set_sink(&LogCapture::sink);
+  }
+  ~LogCapture() {
+    std::lock_guard l(global_mu());
+    log::set_sink(nullptr);
+    instance() = nullptr;
+  }
+  bool contains(const std::string& needle) {
+    std::lock_guard l(global_mu());
+    for (const auto& s : lines_)
+      if (s.find(needle) != std::string::npos) return true;
+    return false;
+  }
+  std::vector<std::string> lines() {
+    std::lock_guard l(global_mu());
+    return lines_;
+  }
+
+ private:
+  static std::mutex& global_mu() {
+    static std::mutex m;
+    return m;
+  }
+  static LogCapture*& instance() {
+    static LogCapture* p = nullptr;
+    return p;
+  }
+  static void sink(log::Subsys, int, std::string_view line) noexcept {
+    std::lock_guard l(global_mu());
+    if (LogCapture* c = instance()) c->lines_.emplace_back(line);
+  }
+  std::vector<std::string> lines_;
+};
+
+}  // namespace siphon::test
