@@ -424,6 +424,7 @@ void QpCore::on_response(Link& link, const wire::Header& h) {
   Engine& e = *dev.fabric.engine;
   switch (code) {
     case wire::NakCode::rnr:
+      retry_left_ = attr.retry_cnt;  // the responder is alive: transport retries start over
       if (attr.rnr_retry != 7) {
         if (rnr_left_ == 0) {
           fail_oldest(WcStatus::rnr_retry_exceeded);

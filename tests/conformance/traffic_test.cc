@@ -30,6 +30,9 @@ Rc connect_rc(Side& s, const QpCaps& c = caps(), const QpParams& p = {},
   EXPECT_TRUE(s.oob->send(self) && s.oob->recv(remote)) << "endpoint exchange";
   EXPECT_FALSE(bring_up(s, *rc.qp, self, remote, p));
   if (remote_out != nullptr) *remote_out = remote;
+  // Both QPs are in RTS before anything is posted: a request reaching a QP
+  // that is not yet in RTR is dropped, and costs a transport retry.
+  EXPECT_TRUE(s.oob->sync());
   return rc;
 }
 
@@ -470,6 +473,7 @@ void Srq_SharedByThreeQps::b(Side& s) {
     Endpoint remote;
     ASSERT_TRUE(s.oob->send(self) && s.oob->recv(remote));
     ASSERT_FALSE(bring_up(s, *rc.qp, self, remote));
+    ASSERT_TRUE(s.oob->sync());
     qps.push_back(std::move(rc));
   }
   Buffer buf = make_buffer(*s.pd, 64 * kSrqQps * kSrqMsgs, kLocalWrite);
