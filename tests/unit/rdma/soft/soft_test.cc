@@ -336,6 +336,49 @@ TEST(SoftRobustness, GarbageOnTheWireDoesNotHurtTheAdapter) {
   EXPECT_FALSE(ch->get_event(ev));  // garbage never became a connect request
 }
 
+// A listener that never answers the REQ: UNREACHABLE after cm_timeout_ms.
+TEST(SoftCm, SilentPeerIsUnreachable) {
+  SoftOptions o;
+  o.cm_timeout_ms = 200;
+  auto prov = make_provider(o);
+  const int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(ls, 0);
+  NetAddress at = NetAddress::ipv4(0x7f000001, 0);
+  ASSERT_EQ(::bind(ls, at.sockaddr_ptr(), at.sockaddr_len()), 0);
+  ASSERT_EQ(::listen(ls, 4), 0);  // the kernel completes the handshake; nobody reads
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&ss), &len);
+  const NetAddress dst = NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+  std::error_code ec;
+  auto ch = prov->create_event_channel(ec);
+  auto id = ch->create_id(ec);
+  ASSERT_FALSE(id->resolve_addr(nullptr, dst, 1000));
+  ASSERT_FALSE(id->resolve_route(1000));
+  auto pd = id->device()->alloc_pd(ec);
+  auto cq = id->device()->create_cq(8, ec);
+  QpInit init;
+  init.send_cq = init.recv_cq = cq.get();
+  init.caps.max_send_wr = init.caps.max_recv_wr = 4;
+  auto qp = id->create_qp(*pd, init, ec);
+  ASSERT_TRUE(qp);
+  ASSERT_FALSE(id->connect(ConnParam{}));
+  std::vector<CmEventType> seen;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  CmEvent ev;
+  while (std::chrono::steady_clock::now() < end && (seen.empty() || seen.back() == CmEventType::addr_resolved ||
+                                                    seen.back() == CmEventType::route_resolved)) {
+    if (ch->get_event(ev))
+      seen.push_back(ev.type);
+    else
+      std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2], CmEventType::unreachable);
+  EXPECT_EQ(ev.status, make_error_code(errc::timed_out));
+  ::close(ls);
+}
+
 TEST(SoftWire, HeaderGoldenBytes) {
   wire::Header h{};
   h.type = static_cast<wire::u8>(wire::Type::write);
