@@ -1,0 +1,665 @@
+// Internals of the soft fabric shared by its translation units: the engine
+// (the "HCA": one thread, epoll, timers), the MR table, CQ and receive rings,
+// the QP core and the TCP links. Not a public header.
+//
+// Ownership and threads:
+//  - Fabric (one per provider) owns the Engine and the DeviceCores; every
+//    public handle keeps the Fabric alive through a shared_ptr.
+//  - Cores (CqCore, SrqCore, QpCore, CmCore) are shared_ptr-owned by their
+//    handles and by the cores that use them (a QP keeps its CQs alive), so
+//    handles may be destroyed in any order without dangling pointers.
+//  - The engine thread owns all protocol state. User threads touch only the
+//    lock-free rings (post, poll), atomics (QP state, CQ arm) and the MR
+//    table (under its mutex); everything else goes through Engine::call().
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "msgr/base/address.h"
+#include "rdma/provider.h"
+#include "rdma/soft/soft_provider.h"
+#include "rdma/soft/wire.h"
+
+namespace siphon::rdma::soft::detail {
+
+using Clock = std::chrono::steady_clock;
+using TimePoint = Clock::time_point;
+
+// ------------------------------------------------------------- counters
+
+struct Counters {
+  std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
+      link_drops{0}, delays{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
+      cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0};
+  static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
+  SoftCounters snapshot() const noexcept;
+};
+
+// Deterministic fault draws (splitmix64).
+class Rng {
+ public:
+  explicit Rng(std::uint64_t seed = 1) noexcept : s_(seed) {}
+  std::uint64_t next() noexcept {
+    std::uint64_t z = (s_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  bool fire(const FaultRate& r) noexcept {
+    if (!r.enabled()) return false;
+    const std::uint64_t x = next();
+    if (r.one_in != 0 && x % r.one_in == 0) return true;
+    return r.probability > 0.0 &&
+           static_cast<double>(x >> 11) * (1.0 / 9007199254740992.0) < r.probability;
+  }
+
+ private:
+  std::uint64_t s_;
+};
+
+// ------------------------------------------------------------- engine
+
+class Engine;
+
+// Something registered with epoll. Deleted only through Engine::retire(),
+// after the current batch of events, so a handler freed while handling one
+// event is never touched by the next.
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  virtual void on_io(std::uint32_t events) = 0;
+  bool retired = false;
+};
+
+// Something with a deadline. Engine::schedule() may be called again before
+// the deadline; on_timer() is called at or after the earliest scheduled time
+// and the client checks its own deadlines (lazy timers).
+class TimerClient {
+ public:
+  virtual ~TimerClient() = default;
+  virtual void on_timer(TimePoint now) = 0;
+  std::uint64_t timer_id = 0;
+};
+
+class QpCore;
+class Link;
+
+class Engine {
+ public:
+  Engine(const SoftOptions& options, Counters& counters);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Runs `fn` on the engine thread and waits (inline when already there).
+  void call(const std::function<void()>& fn);
+  bool on_engine_thread() const noexcept { return std::this_thread::get_id() == thread_id_; }
+  // Doorbell from a user thread: the QP has new work (lock-free).
+  void ring(QpCore* qp) noexcept;
+
+  // ---- engine thread only
+  std::error_code add_fd(int fd, Handler* h, std::uint32_t events) noexcept;
+  void del_fd(int fd) noexcept;
+  void retire(std::unique_ptr<Handler> h);
+  void add_timer_client(TimerClient* c);
+  void remove_timer_client(TimerClient* c);
+  void schedule(TimerClient* c, TimePoint when);
+  void want_tx(Link* link);
+  void drain_doorbells();
+  TimePoint now() const noexcept { return now_; }
+  const SoftOptions& options() const noexcept { return options_; }
+  Counters& counters() noexcept { return counters_; }
+
+ private:
+  void run();
+  void run_commands();
+  void run_timers();
+  void flush_tx();
+
+  const SoftOptions& options_;
+  Counters& counters_;
+  int epfd_ = -1;
+  int wakefd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::thread thread_;
+  std::thread::id thread_id_;
+  TimePoint now_{};
+
+  std::mutex cmd_mu_;
+  std::deque<std::function<void()>> cmds_;
+
+  std::atomic<QpCore*> doorbells_{nullptr};  // Treiber stack of rung QPs
+
+  struct TimerEntry {
+    TimePoint when;
+    std::uint64_t id;
+    bool operator>(const TimerEntry& o) const noexcept { return when > o.when; }
+  };
+  std::vector<TimerEntry> timer_heap_;
+  std::unordered_map<std::uint64_t, TimerClient*> timer_clients_;
+  std::uint64_t next_timer_id_ = 1;
+
+  std::vector<Link*> tx_pending_;
+  std::vector<std::unique_ptr<Handler>> retired_;
+  std::unordered_set<Handler*> handlers_;  // registered and not yet retired
+};
+
+// ------------------------------------------------------------- memory
+
+struct MrEntry {
+  std::uint64_t addr = 0;
+  std::uint64_t len = 0;
+  std::uint32_t access = 0;
+  std::uint32_t pd = 0;
+  std::uint32_t key = 0;
+  bool live = false;
+};
+
+// lkey == rkey == ((slot + 1) << 8) | generation. The engine holds `mu`
+// while it reads or writes registered memory, so once deregistration returns
+// the memory is never touched again.
+class MrTable {
+ public:
+  explicit MrTable(std::uint32_t limit) : limit_(limit) {}
+  std::uint32_t add(std::uint64_t addr, std::uint64_t len, std::uint32_t access, std::uint32_t pd,
+                    std::error_code& ec);
+  void remove(std::uint32_t key) noexcept;
+  // `mu` held. The entry when `key` is live, in `pd`, grants `need` and
+  // covers [addr, addr + len); nullptr otherwise.
+  const MrEntry* check(std::uint32_t key, std::uint32_t pd, std::uint32_t need, std::uint64_t addr,
+                       std::uint64_t len) const noexcept;
+
+  std::mutex mu;
+
+ private:
+  std::uint32_t limit_;
+  std::vector<MrEntry> slots_;
+  std::vector<std::uint32_t> free_;
+  std::uint8_t gen_ = 0;
+};
+
+// ------------------------------------------------------------- CQ
+
+// Single producer (the engine), single consumer (the polling thread).
+class CqCore {
+ public:
+  CqCore(std::uint32_t capacity, Counters& counters, std::error_code& ec);
+  ~CqCore();
+  // Engine. False when the CQ is full (overrun: the completion is lost).
+  bool push(const Wc& wc, bool solicited) noexcept;
+  std::size_t poll(std::span<Wc> out) noexcept;
+  void arm(bool solicited_only) noexcept;
+  std::size_t consume_events() noexcept;
+  int fd() const noexcept { return efd_; }
+  std::uint32_t capacity() const noexcept { return cap_; }
+
+ private:
+  void notify() noexcept;
+  Counters& counters_;
+  std::uint32_t cap_ = 0;
+  std::uint32_t mask_ = 0;
+  std::unique_ptr<Wc[]> ring_;
+  int efd_ = -1;
+  alignas(64) std::atomic<std::uint64_t> head_{0};
+  alignas(64) std::atomic<std::uint64_t> tail_{0};
+  alignas(64) std::atomic<int> armed_{0};  // 0 no, 1 any, 2 solicited/error only
+};
+
+// ------------------------------------------------------------- receive rings
+
+// A receive WR taken off a ring by the engine (its SGEs copied out).
+struct RecvWork {
+  bool valid = false;
+  std::uint64_t wr_id = 0;
+  std::uint32_t num_sge = 0;
+  std::vector<Sge> sges;  // sized once to the ring's max_sge
+};
+
+// Single producer (the posting thread), single consumer (the engine). Used for
+// a QP's receive queue and for an SRQ.
+class RecvRing {
+ public:
+  RecvRing(std::uint32_t capacity, std::uint32_t max_sge);
+  // Posts WRs in order; errors: queue_full, invalid_argument (SGEs).
+  std::error_code post(std::span<const RecvWr> wrs, std::size_t* bad, Rng* faults,
+                       const FaultRate* fail, Counters* counters) noexcept;
+  bool pop(RecvWork& out) noexcept;  // engine
+  bool empty() const noexcept {
+    return cons_.load(std::memory_order_relaxed) == prod_.load(std::memory_order_acquire);
+  }
+  void clear() noexcept;  // engine, QP in RESET
+  std::uint32_t capacity() const noexcept { return cap_; }
+  std::uint32_t max_sge() const noexcept { return max_sge_; }
+
+ private:
+  struct Slot {
+    std::uint64_t wr_id;
+    std::uint32_t num_sge;
+  };
+  std::uint32_t cap_;
+  std::uint32_t max_sge_;
+  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<Sge[]> sges_;
+  alignas(64) std::atomic<std::uint64_t> prod_{0};
+  alignas(64) std::atomic<std::uint64_t> cons_{0};
+};
+
+struct SrqCore {
+  SrqCore(std::uint32_t cap, std::uint32_t max_sge, std::uint32_t pd_id) : ring(cap, max_sge), pd(pd_id) {}
+  RecvRing ring;
+  std::uint32_t pd;
+  Rng rng;
+};
+
+// ------------------------------------------------------------- devices
+
+struct Fabric;
+struct QpnBlock;
+
+struct DeviceCore {
+  DeviceCore(Fabric& fabric, unsigned index, const SoftOptions& o);
+  Fabric& fabric;
+  unsigned index;
+  DeviceAttr attr;
+  MrTable mrs;
+  std::atomic<std::uint32_t> next_pd{1};
+  std::atomic<std::uint32_t> qp_count{0};
+  std::atomic<std::uint32_t> cq_count{0};
+  std::atomic<std::uint32_t> qp_serial{0};  // seeds per-QP fault PRNGs
+  // Engine thread only.
+  std::vector<std::unique_ptr<QpnBlock>> blocks;
+  QpCore* find_qp(std::uint32_t qpn) const noexcept;
+};
+
+// The GID table of the host, as an rxe port would list it (RoCE v2 only).
+std::vector<GidEntry> host_gids();
+bool gid_to_address(const Gid& gid, std::uint16_t port, std::uint32_t scope, NetAddress& out);
+Gid address_to_gid(const NetAddress& a);
+
+struct Fabric {
+  explicit Fabric(const SoftOptions& o);
+  ~Fabric();
+  SoftOptions options;
+  Counters counters;
+  std::vector<std::unique_ptr<DeviceCore>> devices;
+  std::unique_ptr<Engine> engine;  // last member built, first destroyed
+};
+
+// ------------------------------------------------------------- links
+
+// A byte ring for one direction of a link.
+class ByteRing {
+ public:
+  explicit ByteRing(std::size_t cap) : buf_(new std::uint8_t[cap]), cap_(cap) {}
+  std::size_t size() const noexcept { return tail_ - head_; }
+  std::size_t space() const noexcept { return cap_ - size(); }
+  void put(const void* p, std::size_t n) noexcept;
+  // Reserves up to n contiguous bytes for writing in place; commit() after.
+  std::span<std::uint8_t> reserve(std::size_t n) noexcept;
+  void commit(std::size_t n) noexcept { tail_ += n; }
+  // Readable bytes as up to two spans.
+  std::size_t peek(std::span<const std::uint8_t> out[2]) const noexcept;
+  void consume(std::size_t n) noexcept { head_ += n; }
+  void clear() noexcept { head_ = tail_ = 0; }
+  std::size_t capacity() const noexcept { return cap_; }
+
+ private:
+  std::unique_ptr<std::uint8_t[]> buf_;
+  std::size_t cap_;
+  std::size_t head_ = 0, tail_ = 0;  // monotonic
+};
+
+// Where the payload of the message being received goes.
+struct RxSink {
+  enum class Kind : std::uint8_t { discard, scatter, mr } kind = Kind::discard;
+  const Sge* sges = nullptr;   // scatter
+  std::uint32_t num_sge = 0;
+  std::uint32_t pd = 0;
+  std::uint64_t addr = 0;      // mr: target address, key in `key`
+  std::uint32_t key = 0;
+  std::uint32_t need = 0;      // mr: access the target must grant
+  bool failed = false;         // a protection fault while placing
+};
+
+// Where the payload of the message being sent comes from.
+struct TxSource {
+  enum class Kind : std::uint8_t { none, gather, inline_data, mr } kind = Kind::none;
+  const Sge* sges = nullptr;
+  std::uint32_t num_sge = 0;
+  const std::uint8_t* data = nullptr;  // inline
+  std::uint32_t pd = 0;
+  std::uint64_t addr = 0;               // mr
+  std::uint32_t key = 0;
+  bool failed = false;
+};
+
+class CmCore;
+
+// One TCP connection. Kinds:
+//  requester  opened by a QP to the responder's QPN block; carries its
+//             requests out and the responses back;
+//  responder  accepted on a QPN block; attached to a QP by the HELLO;
+//  cm         a CM exchange (active or passive side).
+//
+//   connecting --connected--> open --EOF/error/close()--> closed (retired)
+class Link final : public Handler {
+ public:
+  enum class Kind : std::uint8_t { requester, responder, cm };
+  enum class State : std::uint8_t { connecting, open, closed };
+
+  Link(Engine& engine, DeviceCore* dev, Kind kind, int fd, bool connecting, std::size_t bufsize);
+  ~Link() override;
+  std::error_code register_fd() noexcept;
+  void on_io(std::uint32_t events) override;
+
+  // Queues a whole message (header + small payload) if it fits and nothing
+  // is being streamed.
+  bool put(const wire::Header& h, const void* payload = nullptr, std::size_t len = 0) noexcept;
+  // Starts streaming a message whose payload comes from `src` (the caller
+  // checked tx_space() >= sizeof(Header) and !tx_busy()).
+  void start(const wire::Header& h, const TxSource& src) noexcept;
+  bool tx_busy() const noexcept { return tx_left_ != 0; }
+  std::size_t tx_space() const noexcept { return tx_.space(); }
+  bool pump() noexcept;       // copies more of the streamed payload; true when done
+  void flush() noexcept;      // fills from the owner and writes to the socket
+  void flush_now() noexcept;  // writes what is queued, no fill
+  // Closes the socket; with `notify` the owner hears of it (on_link_lost...).
+  // The link is deleted after the current engine iteration.
+  void close(bool notify) noexcept;
+
+  Engine& engine;
+  DeviceCore* dev;
+  Kind kind;
+  State state;
+  int fd;
+  int error = 0;               // errno of the failure that closed it (0 = EOF)
+  QpCore* qp = nullptr;
+  CmCore* cm = nullptr;
+  std::uint32_t peer_qpn = 0;  // responder: from the HELLO
+  bool tx_queued = false;      // in Engine::tx_pending_
+  bool want_write = false;     // blocked until EPOLLOUT
+  TxSource tx_src;
+
+ private:
+  void on_readable();
+  void parse();
+  bool begin_message();
+  void deliver(const std::uint8_t* p, std::size_t n) noexcept;
+  void message_done() noexcept;
+  void on_hello();
+  bool write_out() noexcept;
+  void protocol_error(const char* what);
+
+  ByteRing tx_;
+  std::uint32_t tx_left_ = 0;  // payload bytes of the streamed message not yet copied
+  std::uint32_t tx_done_ = 0;
+  std::unique_ptr<std::uint8_t[]> rx_;
+  std::size_t rx_cap_;
+  std::size_t rx_have_ = 0;
+  bool in_msg_ = false;        // the message being received
+  wire::Header hdr_{};
+  std::uint32_t rx_left_ = 0;
+  std::uint32_t rx_done_ = 0;
+  RxSink sink_;
+  std::vector<std::uint8_t> small_;  // control payloads (HELLO, CM) gathered here
+};
+
+// A listening socket; accepted sockets go to `on_accept`.
+class Listener final : public Handler {
+ public:
+  Listener(Engine& engine, int fd, std::function<void(int)> on_accept);
+  ~Listener() override;
+  void on_io(std::uint32_t events) override;
+  void close();  // unregisters and retires (deletes) the listener
+  Engine& engine;
+  int fd;
+
+ private:
+  std::function<void(int)> on_accept_;
+};
+
+// 256 QP numbers behind one listening port: qpn = port << 8 | slot, so a
+// requester finds the responder's adapter from (GID, QPN) alone, as RoCE does.
+struct QpnBlock {
+  std::uint16_t port = 0;
+  Listener* listener = nullptr;
+  QpCore* qps[256] = {};
+  std::uint32_t used = 0;
+};
+QpnBlock* open_qpn_block(DeviceCore& dev, std::error_code& ec);
+
+int connect_nb(const NetAddress& to, std::error_code& ec) noexcept;
+int listen_on(const NetAddress& at, int backlog, std::error_code& ec) noexcept;
+NetAddress sock_name(int fd, bool peer) noexcept;
+
+// ------------------------------------------------------------- QP
+
+struct SendSlot {
+  std::uint64_t wr_id;
+  std::uint64_t raddr;
+  std::uint32_t rkey;
+  std::uint32_t imm;
+  std::uint32_t flags;
+  std::uint32_t num_sge;
+  std::uint32_t length;
+  Opcode op;
+  bool too_long;       // over max_msg_size: completes with local_length_error
+  bool read_done;      // engine: the READ response arrived
+  bool fault_checked;  // engine: fault draws made for this WR
+};
+
+struct QpcAttr {  // the modify()-able attributes, engine-owned
+  std::uint32_t access = 0;
+  std::uint8_t port = 1;
+  AddressVector av;
+  Mtu path_mtu = Mtu::mtu1024;
+  std::uint32_t dest_qpn = 0;
+  std::uint32_t rq_psn = 0;
+  std::uint32_t sq_psn = 0;
+  std::uint8_t max_dest_rd_atomic = 1;
+  std::uint8_t max_rd_atomic = 1;
+  std::uint8_t min_rnr_timer = 12;
+  std::uint8_t timeout = 14;
+  std::uint8_t retry_cnt = 7;
+  std::uint8_t rnr_retry = 7;
+};
+
+// IB encodings.
+std::chrono::nanoseconds rnr_timer_duration(std::uint8_t code) noexcept;
+std::chrono::nanoseconds ack_timeout_duration(std::uint8_t code) noexcept;  // 0 = infinite
+bool modify_allowed(QpState cur, QpState next, std::uint32_t mask) noexcept;
+
+class QpCore final : public TimerClient {
+ public:
+  QpCore(DeviceCore& dev, std::uint32_t pd, const QpInit& init, std::shared_ptr<CqCore> scq,
+         std::shared_ptr<CqCore> rcq, std::shared_ptr<SrqCore> srq, std::uint64_t seed);
+  ~QpCore() override;
+
+  // ---- user thread (data path)
+  std::error_code post_send(std::span<const SendWr> wrs, std::size_t* bad) noexcept;
+  std::error_code post_recv(std::span<const RecvWr> wrs, std::size_t* bad) noexcept;
+  QpState state() const noexcept { return state_.load(std::memory_order_acquire); }
+
+  // ---- engine thread
+  std::error_code modify(const QpAttr& attr, std::uint32_t mask);
+  void register_qpn(std::error_code& ec);  // on creation
+  void destroy();                          // unregisters, closes links
+  void on_doorbell();
+  void on_timer(TimePoint now) override;
+  void to_error();     // enter_error() and flush everything outstanding
+  void enter_error();  // state ERR, requester link closed; no completions yet
+  // requester side
+  void fill_requests(Link& link);
+  void on_response(Link& link, const wire::Header& h);  // ACK / NAK
+  RxSink read_resp_sink(const wire::Header& h);
+  void on_read_resp_done(const wire::Header& h, bool failed);
+  void on_link_lost(Link& link);
+  void on_hello_ack();
+  // responder side
+  void attach_responder(Link& link);
+  void detach_responder(Link& link);
+  RxSink on_request(Link& link, const wire::Header& h);  // where the payload goes
+  void on_request_done(Link& link, const wire::Header& h, bool failed);
+  void fill_responses(Link& link);
+
+  DeviceCore& dev;
+  const std::uint32_t pd;
+  std::uint32_t qpn = 0;
+  QpCaps caps;
+  bool sq_sig_all;
+  std::shared_ptr<CqCore> scq, rcq;
+  std::shared_ptr<SrqCore> srq;
+  std::atomic<QpCore*> next_doorbell{nullptr};
+  std::atomic<bool> doorbell_pending{false};
+  QpcAttr attr;  // engine
+  bool destroyed = false;
+
+ private:
+  void set_state(QpState s) noexcept { state_.store(s, std::memory_order_release); }
+  void reset_all();
+  void complete_send(std::uint64_t idx, WcStatus st);
+  void retire_acked();
+  void flush_send_queue();
+  void flush_recvs();
+  void check_overrun();
+  void ensure_link();
+  void open_link();
+  void fail_oldest(WcStatus st);
+  void rewind_to(std::uint64_t idx);
+  std::uint64_t psn_to_index(std::uint32_t psn, bool* ok) const noexcept;
+  std::uint32_t index_psn(std::uint64_t idx) const noexcept {
+    return (attr.sq_psn + static_cast<std::uint32_t>(idx - sq_base_)) & wire::kPsnMask;
+  }
+  std::chrono::nanoseconds retry_period() const noexcept;
+  void arm_retry_timer();
+  void wake_at(TimePoint when);
+  void progress() noexcept;
+  bool claim_recv(RecvWork& w);
+  void recv_complete(RecvWork& w, WcStatus st, WcOpcode op, std::uint32_t len, bool imm,
+                     std::uint32_t imm_data, bool solicited);
+  bool queue_read(const wire::Header& h);
+  void queue_ack(std::uint32_t psn);
+  void queue_nak(std::uint32_t psn, wire::NakCode code);
+  void responder_fatal(std::uint32_t psn, wire::NakCode code, WcStatus claimed_status);
+  void kick_responder();
+
+  std::atomic<QpState> state_{QpState::reset};
+  Rng post_rng_;    // user thread: fail_post draws
+  Rng engine_rng_;  // engine: the other faults
+
+  // Send queue: slots [sq_free_, sq_prod_) belong to the engine; the user
+  // thread reuses a slot once sq_free_ has passed it.
+  std::uint32_t sq_cap_;
+  std::unique_ptr<SendSlot[]> sq_;
+  std::unique_ptr<Sge[]> sq_sges_;
+  std::unique_ptr<std::uint8_t[]> sq_inline_;
+  alignas(64) std::atomic<std::uint64_t> sq_prod_{0};
+  alignas(64) std::atomic<std::uint64_t> sq_free_{0};
+  // Requester state (engine).
+  std::uint64_t sq_seen_ = 0;   // WRs known to the engine
+  std::uint64_t done_ = 0;      // WRs before this are complete
+  std::uint64_t tx_next_ = 0;   // next WR to serialise
+  std::uint64_t acked_ = 0;     // non-READ WRs before this are acknowledged
+  std::uint64_t sq_base_ = 0;   // the index that carries attr.sq_psn
+  std::uint64_t pending_err_idx_ = ~0ull;  // a WR failed locally; reported in order
+  WcStatus pending_err_ = WcStatus::success;
+  std::uint64_t read_idx_ = ~0ull;         // the READ whose response is arriving
+  std::uint32_t reads_out_ = 0;
+  std::uint8_t retry_left_ = 7;
+  std::uint8_t rnr_left_ = 7;
+  TimePoint retry_deadline_{};  // ACK timeout (TimePoint{} = off)
+  TimePoint hold_until_{};      // RNR wait, NAK backoff or injected delay
+  TimePoint wakeup_{};          // the earliest timer entry queued for us
+  bool rewind_pending_ = false;
+  std::uint64_t rewind_idx_ = 0;
+  Link* req_link_ = nullptr;
+  bool link_ready_ = false;
+  bool reconnect_wait_ = false;
+  bool cq_overrun_ = false;
+
+  // Responder state (engine).
+  std::unique_ptr<RecvRing> rq_;
+  RecvWork claimed_;  // the receive a SEND (or WRITE with imm) is placed into
+  RecvWork scratch_recv_;
+  Link* resp_link_ = nullptr;
+  std::uint32_t expected_psn_ = 0;
+  bool resp_fatal_ = false;
+  enum class Cur : std::uint8_t { process, drop, duplicate, not_ready, rnr, too_long, access };
+  Cur cur_ = Cur::process;  // verdict on the request being received
+  struct Resp {
+    wire::Type type;
+    wire::NakCode code;
+    std::uint32_t psn;
+    std::uint64_t addr;
+    std::uint32_t key;
+    std::uint32_t len;
+  };
+  std::vector<Resp> resp_q_;  // ring, sized at creation; responses in PSN order
+  std::size_t resp_head_ = 0;
+  std::size_t resp_count_ = 0;
+  std::uint32_t resp_reads_ = 0;
+};
+
+// ------------------------------------------------------------- CM
+
+class CmChannelCore;
+
+// The connection-manager state of one id, engine-owned (state diagram in
+// cm.cc). The public id (CmIdImpl) owns it; events point at the public id.
+class CmCore final : public TimerClient {
+ public:
+  enum class St : std::uint8_t {
+    idle, bound, listening, addr_resolved, route_resolved, req_sent, req_wait, req_received,
+    rep_sent, established, disconnecting, disconnected, rejected, failed,
+  };
+  CmCore(std::shared_ptr<Fabric> fabric, std::shared_ptr<CmChannelCore> channel);
+  ~CmCore() override;
+  void on_timer(TimePoint now) override;
+  void on_link_message(Link& link, const wire::Header& h, std::span<const std::uint8_t> payload);
+  void on_link_lost(Link& link);
+  void on_link_connected(Link& link);
+  void on_accept(int fd);  // listening
+  void destroy();          // engine thread
+
+  std::shared_ptr<Fabric> fabric;
+  std::shared_ptr<CmChannelCore> channel;
+  CmId* handle = nullptr;  // the public id (nullptr once destroyed)
+  St st = St::idle;
+  NetAddress local, peer;
+  DeviceCore* dev = nullptr;
+  std::shared_ptr<QpCore> qp;
+  ConnParam my_param;
+  wire::CmConnect peer_conn{};
+  std::uint32_t start_psn = 0;
+  Link* link = nullptr;
+  Listener* listener = nullptr;
+  std::vector<std::shared_ptr<CmCore>> pending;  // listening: accepted, REQ not yet in
+  CmCore* parent = nullptr;                      // req_wait: the listening core
+  TimePoint deadline{};
+
+  void emit(CmEventType type, std::error_code status = {},
+            std::span<const std::uint8_t> private_data = {}, std::size_t pad_to = 0);
+  void on_req(const wire::Header& h, std::span<const std::uint8_t> payload);
+  void on_rep(std::span<const std::uint8_t> payload);
+  void drop_link();
+  wire::CmConnect my_conn() const;
+};
+
+}  // namespace siphon::rdma::soft::detail

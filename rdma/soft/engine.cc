@@ -1,0 +1,451 @@
+// The soft fabric's engine thread (the "HCA"): epoll over the links and
+// listeners, lazy timers, commands from user threads, QP doorbells.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <ctime>
+#include <future>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/soft/core.h"
+
+namespace siphon::rdma::soft::detail {
+
+SoftCounters Counters::snapshot() const noexcept {
+  auto g = [](const std::atomic<std::uint64_t>& c) { return c.load(std::memory_order_relaxed); };
+  SoftCounters s;
+  s.failed_posts = g(failed_posts);
+  s.error_completions = g(error_completions);
+  s.qp_errors_injected = g(qp_errors_injected);
+  s.link_drops = g(link_drops);
+  s.delays = g(delays);
+  s.rnr_naks_sent = g(rnr_naks_sent);
+  s.retransmits = g(retransmits);
+  s.retry_timeouts = g(retry_timeouts);
+  s.cq_overruns = g(cq_overruns);
+  s.messages_sent = g(messages_sent);
+  s.bytes_sent = g(bytes_sent);
+  s.links_opened = g(links_opened);
+  return s;
+}
+
+// ------------------------------------------------------------- Engine
+
+Engine::Engine(const SoftOptions& options, Counters& counters)
+    : options_(options), counters_(counters) {
+  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+  wakefd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (epfd_ < 0 || wakefd_ < 0) {
+    const int err = errno;
+    if (epfd_ >= 0) ::close(epfd_);
+    if (wakefd_ >= 0) ::close(wakefd_);
+    throw SetupError(from_errno(err), "soft RDMA fabric: cannot create epoll/eventfd",
+                     "raise the open-file limit (ulimit -n)");
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.ptr = nullptr;  // the wake fd
+  ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
+  timer_heap_.reserve(1024);
+  tx_pending_.reserve(256);
+  now_ = Clock::now();
+  std::promise<void> started;
+  auto fut = started.get_future();
+  thread_ = std::thread([this, &started] {
+    thread_id_ = std::this_thread::get_id();
+    started.set_value();
+    run();
+  });
+  fut.wait();
+}
+
+Engine::~Engine() {
+  stop_.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
+  if (thread_.joinable()) {
+    if (on_engine_thread())
+      thread_.detach();  // cannot happen by construction; never join ourselves
+    else
+      thread_.join();
+  }
+  ::close(wakefd_);
+  ::close(epfd_);
+}
+
+void Engine::call(const std::function<void()>& fn) {
+  if (on_engine_thread() || stop_.load()) {
+    fn();
+    return;
+  }
+  std::mutex mu;
+  std::condition_variable cv;
+  bool done = false;
+  {
+    std::lock_guard lk(cmd_mu_);
+    cmds_.emplace_back([&] {
+      fn();
+      std::lock_guard l2(mu);
+      done = true;
+      cv.notify_one();
+    });
+  }
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
+  std::unique_lock lk(mu);
+  cv.wait(lk, [&] { return done; });
+}
+
+void Engine::ring(QpCore* qp) noexcept {
+  if (qp->doorbell_pending.exchange(true, std::memory_order_acq_rel)) return;
+  QpCore* head = doorbells_.load(std::memory_order_relaxed);
+  do {
+    qp->next_doorbell.store(head, std::memory_order_relaxed);
+  } while (!doorbells_.compare_exchange_weak(head, qp, std::memory_order_seq_cst,
+                                             std::memory_order_relaxed));
+  if (sleeping_.load(std::memory_order_seq_cst)) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
+  }
+}
+
+std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events) noexcept {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.ptr = h;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
+  handlers_.insert(h);
+  return {};
+}
+
+void Engine::del_fd(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+
+void Engine::retire(std::unique_ptr<Handler> h) {
+  h->retired = true;
+  handlers_.erase(h.get());
+  retired_.push_back(std::move(h));
+}
+
+void Engine::add_timer_client(TimerClient* c) {
+  c->timer_id = next_timer_id_++;
+  timer_clients_.emplace(c->timer_id, c);
+}
+
+void Engine::remove_timer_client(TimerClient* c) {
+  timer_clients_.erase(c->timer_id);
+  c->timer_id = 0;
+}
+
+void Engine::schedule(TimerClient* c, TimePoint when) {
+  if (c->timer_id == 0) return;
+  timer_heap_.push_back({when, c->timer_id});
+  std::push_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>{});
+}
+
+void Engine::want_tx(Link* link) {
+  if (link->tx_queued || link->state == Link::State::closed) return;
+  link->tx_queued = true;
+  tx_pending_.push_back(link);
+}
+
+void Engine::drain_doorbells() {
+  QpCore* qp = doorbells_.exchange(nullptr, std::memory_order_seq_cst);
+  // The stack is LIFO; order between QPs does not matter.
+  while (qp != nullptr) {
+    QpCore* next = qp->next_doorbell.load(std::memory_order_relaxed);
+    qp->doorbell_pending.store(false, std::memory_order_seq_cst);
+    qp->on_doorbell();
+    qp = next;
+  }
+}
+
+void Engine::run_commands() {
+  std::deque<std::function<void()>> cmds;
+  {
+    std::lock_guard lk(cmd_mu_);
+    cmds.swap(cmds_);
+  }
+  for (auto& c : cmds) c();
+}
+
+void Engine::run_timers() {
+  while (!timer_heap_.empty() && timer_heap_.front().when <= now_) {
+    std::pop_heap(timer_heap_.begin(), timer_heap_.end(), std::greater<>{});
+    const auto id = timer_heap_.back().id;
+    timer_heap_.pop_back();
+    auto it = timer_clients_.find(id);
+    if (it != timer_clients_.end()) it->second->on_timer(now_);
+  }
+}
+
+void Engine::flush_tx() {
+  // Links may be added while flushing (a response generated by a fill).
+  for (std::size_t i = 0; i < tx_pending_.size(); ++i) {
+    Link* l = tx_pending_[i];
+    l->tx_queued = false;
+    if (l->state == Link::State::open) l->flush();
+  }
+  tx_pending_.clear();
+}
+
+void Engine::run() {
+  constexpr int kMaxEvents = 64;
+  epoll_event events[kMaxEvents];
+  TimePoint spin_until{};
+  while (!stop_.load(std::memory_order_relaxed)) {
+    now_ = Clock::now();
+    run_commands();
+    drain_doorbells();
+    run_timers();
+    flush_tx();
+    for (auto& h : retired_) h.reset();
+    retired_.clear();
+
+    // How long may we sleep?
+    long timeout_ns = -1;
+    if (!timer_heap_.empty()) {
+      const auto d = timer_heap_.front().when - Clock::now();
+      timeout_ns = std::max<long>(0, static_cast<long>(
+                                         std::chrono::duration_cast<std::chrono::nanoseconds>(d).count()));
+    }
+    const bool spinning = options_.engine_spin_us != 0 && Clock::now() < spin_until;
+    if (spinning) timeout_ns = 0;
+    if (timeout_ns != 0) {
+      sleeping_.store(true, std::memory_order_seq_cst);
+      bool work = doorbells_.load(std::memory_order_seq_cst) != nullptr;
+      if (!work) {
+        std::lock_guard lk(cmd_mu_);
+        work = !cmds_.empty();
+      }
+      if (work) timeout_ns = 0;
+    }
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+      ts.tv_sec = timeout_ns / 1000000000;
+      ts.tv_nsec = timeout_ns % 1000000000;
+      tsp = &ts;
+    }
+    const int n = ::epoll_pwait2(epfd_, events, kMaxEvents, tsp, nullptr);
+    sleeping_.store(false, std::memory_order_seq_cst);
+    now_ = Clock::now();
+    if (n < 0) {
+      if (errno != EINTR) SIPHON_LOG(rdma, 0, "soft: epoll_pwait2 failed: errno {}", errno);
+      continue;
+    }
+    if (n > 0 && options_.engine_spin_us != 0)
+      spin_until = now_ + std::chrono::microseconds(options_.engine_spin_us);
+    for (int i = 0; i < n; ++i) {
+      auto* h = static_cast<Handler*>(events[i].data.ptr);
+      if (h == nullptr) {
+        std::uint64_t v;
+        [[maybe_unused]] auto r = ::read(wakefd_, &v, sizeof v);
+        continue;
+      }
+      if (!h->retired) h->on_io(events[i].events);
+    }
+  }
+  // Shutdown: run what is queued so no caller waits forever, then free every
+  // link and listener still registered.
+  run_commands();
+  for (auto& h : retired_) h.reset();
+  retired_.clear();
+  for (Handler* h : handlers_) delete h;
+  handlers_.clear();
+}
+
+// ------------------------------------------------------------- MrTable
+
+std::uint32_t MrTable::add(std::uint64_t addr, std::uint64_t len, std::uint32_t access,
+                           std::uint32_t pd, std::error_code& ec) {
+  std::lock_guard lk(mu);
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    if (slots_.size() >= limit_ || slots_.size() >= (1u << 23)) {
+      ec = errc::resource_exhausted;
+      return 0;
+    }
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  ++gen_;
+  const std::uint32_t key = ((slot + 1) << 8) | gen_;
+  slots_[slot] = MrEntry{addr, len, access, pd, key, true};
+  ec.clear();
+  return key;
+}
+
+void MrTable::remove(std::uint32_t key) noexcept {
+  std::lock_guard lk(mu);
+  const std::uint32_t slot = (key >> 8) - 1;
+  if (slot >= slots_.size() || slots_[slot].key != key || !slots_[slot].live) return;
+  slots_[slot].live = false;
+  free_.push_back(slot);
+}
+
+const MrEntry* MrTable::check(std::uint32_t key, std::uint32_t pd, std::uint32_t need,
+                              std::uint64_t addr, std::uint64_t len) const noexcept {
+  const std::uint32_t slot = (key >> 8) - 1;
+  if ((key >> 8) == 0 || slot >= slots_.size()) return nullptr;
+  const MrEntry& e = slots_[slot];
+  if (!e.live || e.key != key || e.pd != pd || (e.access & need) != need) return nullptr;
+  if (addr < e.addr || len > e.len || addr - e.addr > e.len - len) return nullptr;
+  return &e;
+}
+
+// ------------------------------------------------------------- CqCore
+
+CqCore::CqCore(std::uint32_t capacity, Counters& counters, std::error_code& ec)
+    : counters_(counters) {
+  cap_ = 1;
+  while (cap_ < capacity) cap_ <<= 1;
+  mask_ = cap_ - 1;
+  ring_.reset(new (std::nothrow) Wc[cap_]);
+  if (!ring_) {
+    ec = errc::out_of_memory;
+    return;
+  }
+  efd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd_ < 0) ec = from_errno(errno);
+}
+
+CqCore::~CqCore() {
+  if (efd_ >= 0) ::close(efd_);
+}
+
+bool CqCore::push(const Wc& wc, bool solicited) noexcept {
+  const auto t = tail_.load(std::memory_order_relaxed);
+  if (t - head_.load(std::memory_order_acquire) >= cap_) {
+    Counters::bump(counters_.cq_overruns);
+    return false;
+  }
+  ring_[t & mask_] = wc;
+  tail_.store(t + 1, std::memory_order_seq_cst);
+  const int a = armed_.load(std::memory_order_seq_cst);
+  if (a == 1 || (a == 2 && (solicited || wc.status != WcStatus::success))) {
+    if (armed_.exchange(0, std::memory_order_seq_cst) != 0) notify();
+  }
+  return true;
+}
+
+void CqCore::notify() noexcept {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto n = ::write(efd_, &one, sizeof one);
+}
+
+std::size_t CqCore::poll(std::span<Wc> out) noexcept {
+  const auto h = head_.load(std::memory_order_relaxed);
+  const auto t = tail_.load(std::memory_order_acquire);
+  const std::size_t n = std::min<std::uint64_t>(t - h, out.size());
+  for (std::size_t i = 0; i < n; ++i) out[i] = ring_[(h + i) & mask_];
+  if (n != 0) head_.store(h + n, std::memory_order_release);
+  return n;
+}
+
+void CqCore::arm(bool solicited_only) noexcept {
+  armed_.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+  // Pairs with push(): either the engine sees the arm, or the poll that
+  // follows this arm sees the completion.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+std::size_t CqCore::consume_events() noexcept {
+  std::uint64_t v = 0;
+  if (::read(efd_, &v, sizeof v) != static_cast<ssize_t>(sizeof v)) return 0;
+  return static_cast<std::size_t>(v);
+}
+
+// ------------------------------------------------------------- RecvRing
+
+RecvRing::RecvRing(std::uint32_t capacity, std::uint32_t max_sge)
+    : cap_(capacity), max_sge_(max_sge), slots_(new Slot[std::max(capacity, 1u)]),
+      sges_(new Sge[static_cast<std::size_t>(std::max(capacity, 1u)) * std::max(max_sge, 1u)]) {}
+
+std::error_code RecvRing::post(std::span<const RecvWr> wrs, std::size_t* bad, Rng* faults,
+                               const FaultRate* fail, Counters* counters) noexcept {
+  auto p = prod_.load(std::memory_order_relaxed);
+  const auto c = cons_.load(std::memory_order_acquire);
+  std::size_t i = 0;
+  std::error_code ec;
+  for (; i < wrs.size(); ++i) {
+    const RecvWr& wr = wrs[i];
+    if (wr.num_sge > max_sge_ || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
+      ec = errc::invalid_argument;
+      break;
+    }
+    if (p - c >= cap_) {
+      ec = errc::queue_full;
+      break;
+    }
+    if (faults != nullptr && faults->fire(*fail)) {
+      Counters::bump(counters->failed_posts);
+      ec = errc::injected_fault;
+      break;
+    }
+    Slot& s = slots_[p % cap_];
+    s.wr_id = wr.wr_id;
+    s.num_sge = wr.num_sge;
+    Sge* dst = &sges_[(p % cap_) * static_cast<std::size_t>(max_sge_)];
+    for (std::uint32_t k = 0; k < wr.num_sge; ++k) dst[k] = wr.sg_list[k];
+    ++p;
+  }
+  prod_.store(p, std::memory_order_seq_cst);
+  if (ec && bad != nullptr) *bad = i;
+  return ec;
+}
+
+bool RecvRing::pop(RecvWork& out) noexcept {
+  const auto c = cons_.load(std::memory_order_relaxed);
+  if (c == prod_.load(std::memory_order_acquire)) return false;
+  const Slot& s = slots_[c % cap_];
+  out.valid = true;
+  out.wr_id = s.wr_id;
+  out.num_sge = s.num_sge;
+  const Sge* src = &sges_[(c % cap_) * static_cast<std::size_t>(max_sge_)];
+  for (std::uint32_t k = 0; k < s.num_sge; ++k) out.sges[k] = src[k];
+  cons_.store(c + 1, std::memory_order_release);
+  return true;
+}
+
+void RecvRing::clear() noexcept {
+  cons_.store(prod_.load(std::memory_order_acquire), std::memory_order_release);
+}
+
+// ------------------------------------------------------------- ByteRing
+
+void ByteRing::put(const void* p, std::size_t n) noexcept {
+  const auto* src = static_cast<const std::uint8_t*>(p);
+  while (n != 0) {
+    auto dst = reserve(n);
+    std::memcpy(dst.data(), src, dst.size());
+    commit(dst.size());
+    src += dst.size();
+    n -= dst.size();
+  }
+}
+
+std::span<std::uint8_t> ByteRing::reserve(std::size_t n) noexcept {
+  const std::size_t off = tail_ % cap_;
+  const std::size_t contiguous = std::min(cap_ - off, space());
+  return {buf_.get() + off, std::min(n, contiguous)};
+}
+
+std::size_t ByteRing::peek(std::span<const std::uint8_t> out[2]) const noexcept {
+  const std::size_t sz = size();
+  if (sz == 0) return 0;
+  const std::size_t off = head_ % cap_;
+  const std::size_t first = std::min(sz, cap_ - off);
+  out[0] = {buf_.get() + off, first};
+  if (first == sz) return 1;
+  out[1] = {buf_.get(), sz - first};
+  return 2;
+}
+
+}  // namespace siphon::rdma::soft::detail

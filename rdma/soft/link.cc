@@ -1,0 +1,540 @@
+// TCP links of the soft fabric: non-blocking sockets, framing, payload
+// streaming into and out of registered memory, and the QPN-block listeners.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/soft/core.h"
+
+namespace siphon::rdma::soft::detail {
+
+namespace {
+
+constexpr std::uint32_t kLinkEvents = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+constexpr std::size_t kMaxControlPayload = 4096;
+
+std::uint32_t payload_len(const wire::Header& h) noexcept {
+  const auto t = static_cast<wire::Type>(h.type);
+  switch (t) {
+    case wire::Type::send:
+    case wire::Type::write:
+    case wire::Type::read_resp:
+    case wire::Type::hello:
+    case wire::Type::cm_req:
+    case wire::Type::cm_rep:
+    case wire::Type::cm_rej:
+      return h.len.value();
+    default:
+      return 0;
+  }
+}
+
+bool is_control(wire::Type t) noexcept {
+  return t == wire::Type::hello || t == wire::Type::cm_req || t == wire::Type::cm_rep ||
+         t == wire::Type::cm_rej;
+}
+
+void tune_socket(int fd) noexcept {
+  const int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+}
+
+}  // namespace
+
+int connect_nb(const NetAddress& to, std::error_code& ec) noexcept {
+  const int fd = ::socket(to.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ec = from_errno(errno);
+    return -1;
+  }
+  tune_socket(fd);
+  if (::connect(fd, to.sockaddr_ptr(), to.sockaddr_len()) != 0 && errno != EINPROGRESS) {
+    ec = from_errno(errno);
+    ::close(fd);
+    return -1;
+  }
+  ec.clear();
+  return fd;
+}
+
+int listen_on(const NetAddress& at, int backlog, std::error_code& ec) noexcept {
+  const int fd = ::socket(at.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    ec = from_errno(errno);
+    return -1;
+  }
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (at.is_ipv6()) {
+    const int zero = 0;
+    ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+  }
+  if (::bind(fd, at.sockaddr_ptr(), at.sockaddr_len()) != 0 || ::listen(fd, backlog) != 0) {
+    ec = from_errno(errno);
+    ::close(fd);
+    return -1;
+  }
+  ec.clear();
+  return fd;
+}
+
+NetAddress sock_name(int fd, bool peer) noexcept {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  const int r = peer ? ::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len)
+                     : ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+  if (r != 0) return {};
+  return NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+}
+
+// ------------------------------------------------------------- Listener
+
+Listener::Listener(Engine& e, int f, std::function<void(int)> on_accept)
+    : engine(e), fd(f), on_accept_(std::move(on_accept)) {}
+
+Listener::~Listener() {
+  if (fd >= 0) ::close(fd);
+}
+
+void Listener::on_io(std::uint32_t) {
+  for (int i = 0; i < 64; ++i) {
+    const int c = ::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (c < 0) return;  // EAGAIN, or a transient error: try at the next event
+    tune_socket(c);
+    on_accept_(c);
+  }
+}
+
+void Listener::close() {
+  if (fd < 0) return;
+  engine.del_fd(fd);
+  ::close(fd);
+  fd = -1;
+  engine.retire(std::unique_ptr<Handler>(this));
+}
+
+QpCore* DeviceCore::find_qp(std::uint32_t qpn) const noexcept {
+  const std::uint16_t port = static_cast<std::uint16_t>(qpn >> 8);
+  for (const auto& b : blocks)
+    if (b->port == port) return b->qps[qpn & 0xFF];
+  return nullptr;
+}
+
+// ------------------------------------------------------------- Link
+
+Link::Link(Engine& e, DeviceCore* d, Kind k, int f, bool connecting, std::size_t bufsize)
+    : engine(e), dev(d), kind(k), state(connecting ? State::connecting : State::open), fd(f),
+      tx_(bufsize), rx_(new std::uint8_t[bufsize]), rx_cap_(bufsize) {
+  small_.reserve(256);
+  Counters::bump(engine.counters().links_opened);
+}
+
+Link::~Link() {
+  if (fd >= 0) ::close(fd);
+}
+
+std::error_code Link::register_fd() noexcept { return engine.add_fd(fd, this, kLinkEvents); }
+
+void Link::on_io(std::uint32_t events) {
+  if (state == State::connecting) {
+    if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) return;
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0 || (events & EPOLLERR) != 0) {
+      error = err != 0 ? err : ECONNREFUSED;
+      close(true);
+      return;
+    }
+    state = State::open;
+    if (kind == Kind::cm && cm != nullptr) cm->on_link_connected(*this);
+    if (state != State::open) return;
+    engine.want_tx(this);
+  }
+  if ((events & EPOLLOUT) != 0 && want_write) {
+    want_write = false;
+    engine.want_tx(this);
+  }
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) on_readable();
+}
+
+void Link::on_readable() {
+  while (state == State::open) {
+    const ssize_t n = ::read(fd, rx_.get() + rx_have_, rx_cap_ - rx_have_);
+    if (n > 0) {
+      rx_have_ += static_cast<std::size_t>(n);
+      parse();
+      continue;
+    }
+    if (n == 0) {
+      error = 0;
+      close(true);
+      return;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    if (errno == EINTR) continue;
+    error = errno;
+    close(true);
+    return;
+  }
+}
+
+void Link::protocol_error(const char* what) {
+  SIPHON_LOG(rdma, 1, "soft: link protocol error ({}), closing", what);
+  error = EPROTO;
+  close(true);
+}
+
+void Link::parse() {
+  std::size_t pos = 0;
+  while (state == State::open) {
+    if (!in_msg_) {
+      if (rx_have_ - pos < sizeof(wire::Header)) break;
+      std::memcpy(&hdr_, rx_.get() + pos, sizeof hdr_);
+      pos += sizeof hdr_;
+      if (!begin_message()) return;
+    }
+    if (rx_left_ != 0) {
+      const std::size_t n = std::min<std::size_t>(rx_left_, rx_have_ - pos);
+      deliver(rx_.get() + pos, n);
+      pos += n;
+      rx_left_ -= static_cast<std::uint32_t>(n);
+      rx_done_ += static_cast<std::uint32_t>(n);
+      if (rx_left_ != 0) break;
+    }
+    in_msg_ = false;
+    message_done();
+  }
+  if (state != State::open) return;
+  if (pos != 0) {
+    std::memmove(rx_.get(), rx_.get() + pos, rx_have_ - pos);
+    rx_have_ -= pos;
+  }
+}
+
+bool Link::begin_message() {
+  const auto t = static_cast<wire::Type>(hdr_.type);
+  in_msg_ = true;
+  rx_left_ = payload_len(hdr_);
+  rx_done_ = 0;
+  sink_ = RxSink{};
+  small_.clear();
+  bool ok = false;
+  switch (kind) {
+    case Kind::requester:
+      ok = t == wire::Type::ack || t == wire::Type::nak || t == wire::Type::read_resp ||
+           t == wire::Type::hello_ack || t == wire::Type::hello_nak;
+      if (ok && t == wire::Type::read_resp && qp != nullptr) sink_ = qp->read_resp_sink(hdr_);
+      break;
+    case Kind::responder:
+      if (qp == nullptr) {
+        ok = t == wire::Type::hello;
+      } else {
+        ok = t == wire::Type::send || t == wire::Type::write || t == wire::Type::read;
+        if (ok) sink_ = qp->on_request(*this, hdr_);
+      }
+      break;
+    case Kind::cm:
+      ok = t >= wire::Type::cm_req && t <= wire::Type::cm_drep;
+      break;
+  }
+  if (!ok || (is_control(t) && rx_left_ > kMaxControlPayload)) {
+    protocol_error("unexpected message");
+    return false;
+  }
+  if (state != State::open) return false;
+  return true;
+}
+
+void Link::deliver(const std::uint8_t* p, std::size_t n) noexcept {
+  if (is_control(static_cast<wire::Type>(hdr_.type))) {
+    small_.insert(small_.end(), p, p + n);
+    return;
+  }
+  if (sink_.failed || n == 0) return;
+  switch (sink_.kind) {
+    case RxSink::Kind::discard:
+      return;
+    case RxSink::Kind::mr: {
+      std::lock_guard lk(dev->mrs.mu);
+      const std::uint64_t at = sink_.addr + rx_done_;
+      if (dev->mrs.check(sink_.key, sink_.pd, sink_.need, at, n) == nullptr) {
+        sink_.failed = true;
+        return;
+      }
+      std::memcpy(reinterpret_cast<void*>(at), p, n);
+      return;
+    }
+    case RxSink::Kind::scatter: {
+      std::lock_guard lk(dev->mrs.mu);
+      std::uint64_t skip = rx_done_;
+      for (std::uint32_t i = 0; i < sink_.num_sge && n != 0; ++i) {
+        const Sge& s = sink_.sges[i];
+        if (skip >= s.length) {
+          skip -= s.length;
+          continue;
+        }
+        const std::size_t take = std::min<std::uint64_t>(n, s.length - skip);
+        const std::uint64_t at = s.addr + skip;
+        if (dev->mrs.check(s.lkey, sink_.pd, kLocalWrite, at, take) == nullptr) {
+          sink_.failed = true;
+          return;
+        }
+        std::memcpy(reinterpret_cast<void*>(at), p, take);
+        p += take;
+        n -= take;
+        skip = 0;
+      }
+      if (n != 0) sink_.failed = true;  // longer than the SGEs (checked earlier)
+      return;
+    }
+  }
+}
+
+void Link::message_done() noexcept {
+  const auto t = static_cast<wire::Type>(hdr_.type);
+  switch (t) {
+    case wire::Type::ack:
+    case wire::Type::nak:
+      if (qp != nullptr) qp->on_response(*this, hdr_);
+      return;
+    case wire::Type::read_resp:
+      if (qp != nullptr) qp->on_read_resp_done(hdr_, sink_.failed);
+      return;
+    case wire::Type::hello_ack:
+      if (qp != nullptr) qp->on_hello_ack();
+      return;
+    case wire::Type::hello_nak:
+      error = ECONNREFUSED;
+      close(true);
+      return;
+    case wire::Type::send:
+    case wire::Type::write:
+    case wire::Type::read:
+      if (qp != nullptr) qp->on_request_done(*this, hdr_, sink_.failed);
+      return;
+    case wire::Type::hello:
+      on_hello();
+      return;
+    default:
+      if (cm != nullptr) cm->on_link_message(*this, hdr_, small_);
+      return;
+  }
+}
+
+void Link::on_hello() {
+  wire::Hello h{};
+  wire::Header reply{};
+  if (small_.size() < sizeof h) {
+    protocol_error("short HELLO");
+    return;
+  }
+  std::memcpy(&h, small_.data(), sizeof h);
+  QpCore* target = nullptr;
+  if (h.magic.value() != wire::kMagic || h.version != wire::kVersion) {
+    reply.type = static_cast<wire::u8>(wire::Type::hello_nak);
+    reply.code = static_cast<wire::u8>(wire::HelloNak::bad_version);
+  } else {
+    target = dev->find_qp(h.dst_qpn.value());
+    reply.type = static_cast<wire::u8>(target != nullptr ? wire::Type::hello_ack
+                                                         : wire::Type::hello_nak);
+    reply.code = static_cast<wire::u8>(wire::HelloNak::no_such_qp);
+  }
+  if (target == nullptr) {
+    put(reply);
+    flush_now();
+    close(false);
+    return;
+  }
+  peer_qpn = h.src_qpn.value();
+  target->attach_responder(*this);
+  put(reply);
+}
+
+bool Link::put(const wire::Header& h, const void* payload, std::size_t len) noexcept {
+  if (state == State::closed || tx_left_ != 0 || tx_.space() < sizeof h + len) return false;
+  tx_.put(&h, sizeof h);
+  if (len != 0) tx_.put(payload, len);
+  engine.want_tx(this);
+  return true;
+}
+
+void Link::start(const wire::Header& h, const TxSource& src) noexcept {
+  tx_.put(&h, sizeof h);
+  tx_src = src;
+  tx_left_ = payload_len(h);
+  tx_done_ = 0;
+  pump();
+  engine.want_tx(this);
+}
+
+bool Link::pump() noexcept {
+  while (tx_left_ != 0 && tx_.space() != 0) {
+    auto dst = tx_.reserve(tx_left_);
+    std::size_t n = dst.size();
+    std::uint8_t* out = dst.data();
+    switch (tx_src.kind) {
+      case TxSource::Kind::none:
+        std::memset(out, 0, n);
+        break;
+      case TxSource::Kind::inline_data:
+        std::memcpy(out, tx_src.data + tx_done_, n);
+        break;
+      case TxSource::Kind::mr: {
+        std::lock_guard lk(dev->mrs.mu);
+        const std::uint64_t at = tx_src.addr + tx_done_;
+        if (!tx_src.failed && dev->mrs.check(tx_src.key, tx_src.pd, kRemoteRead, at, n) != nullptr) {
+          std::memcpy(out, reinterpret_cast<const void*>(at), n);
+        } else {
+          tx_src.failed = true;  // deregistered under a READ: the rest reads as zeros
+          std::memset(out, 0, n);
+        }
+        break;
+      }
+      case TxSource::Kind::gather: {
+        std::lock_guard lk(dev->mrs.mu);
+        std::uint64_t skip = tx_done_;
+        std::size_t left = n;
+        std::uint8_t* o = out;
+        for (std::uint32_t i = 0; i < tx_src.num_sge && left != 0; ++i) {
+          const Sge& s = tx_src.sges[i];
+          if (skip >= s.length) {
+            skip -= s.length;
+            continue;
+          }
+          const std::size_t take = std::min<std::uint64_t>(left, s.length - skip);
+          const std::uint64_t at = s.addr + skip;
+          if (!tx_src.failed && dev->mrs.check(s.lkey, tx_src.pd, 0, at, take) != nullptr)
+            std::memcpy(o, reinterpret_cast<const void*>(at), take);
+          else {
+            tx_src.failed = true;
+            std::memset(o, 0, take);
+          }
+          o += take;
+          left -= take;
+          skip = 0;
+        }
+        if (left != 0) std::memset(o, 0, left);
+        break;
+      }
+    }
+    tx_.commit(n);
+    tx_left_ -= static_cast<std::uint32_t>(n);
+    tx_done_ += static_cast<std::uint32_t>(n);
+  }
+  return tx_left_ == 0;
+}
+
+bool Link::write_out() noexcept {
+  while (tx_.size() != 0) {
+    std::span<const std::uint8_t> parts[2];
+    const std::size_t np = tx_.peek(parts);
+    iovec iov[2];
+    for (std::size_t i = 0; i < np; ++i) {
+      iov[i].iov_base = const_cast<std::uint8_t*>(parts[i].data());
+      iov[i].iov_len = parts[i].size();
+    }
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = np;
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      tx_.consume(static_cast<std::size_t>(n));
+      Counters::bump(engine.counters().bytes_sent, static_cast<std::uint64_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      want_write = true;
+      return true;
+    }
+    error = n < 0 ? errno : EPIPE;
+    close(true);
+    return false;
+  }
+  return true;
+}
+
+void Link::flush_now() noexcept {
+  if (state == State::open) write_out();
+}
+
+void Link::flush() noexcept {
+  for (int round = 0; round < 64 && state == State::open; ++round) {
+    if (tx_left_ != 0) pump();
+    if (tx_left_ == 0 && qp != nullptr) {
+      if (kind == Kind::requester)
+        qp->fill_requests(*this);
+      else if (kind == Kind::responder)
+        qp->fill_responses(*this);
+    }
+    if (state != State::open || tx_.size() == 0) return;
+    if (!write_out() || want_write) return;
+  }
+  engine.want_tx(this);  // more to do: continue in the next loop iteration
+}
+
+void Link::close(bool notify) noexcept {
+  if (state == State::closed) return;
+  state = State::closed;
+  if (fd >= 0) {
+    engine.del_fd(fd);
+    ::close(fd);
+    fd = -1;
+  }
+  if (notify) {
+    switch (kind) {
+      case Kind::requester:
+        if (qp != nullptr) qp->on_link_lost(*this);
+        break;
+      case Kind::responder:
+        if (qp != nullptr) qp->detach_responder(*this);
+        break;
+      case Kind::cm:
+        if (cm != nullptr) cm->on_link_lost(*this);
+        break;
+    }
+  }
+  qp = nullptr;
+  cm = nullptr;
+  engine.retire(std::unique_ptr<Handler>(this));
+}
+
+// ------------------------------------------------------------- QPN blocks
+
+QpnBlock* open_qpn_block(DeviceCore& dev, std::error_code& ec) {
+  Engine& engine = *dev.fabric.engine;
+  int fd = listen_on(*NetAddress::parse("[::]:0"), 1024, ec);
+  if (fd < 0) fd = listen_on(*NetAddress::parse("0.0.0.0:0"), 1024, ec);
+  if (fd < 0) return nullptr;
+  const NetAddress at = sock_name(fd, false);
+  auto block = std::make_unique<QpnBlock>();
+  block->port = at.port();
+  DeviceCore* d = &dev;
+  auto* listener = new Listener(engine, fd, [d, &engine](int c) {
+    auto* link = new Link(engine, d, Link::Kind::responder, c, false,
+                          engine.options().link_buffer_bytes);
+    if (link->register_fd()) {
+      link->close(false);
+    }
+  });
+  block->listener = listener;
+  if ((ec = engine.add_fd(fd, listener, EPOLLIN))) {
+    delete listener;
+    return nullptr;
+  }
+  dev.blocks.push_back(std::move(block));
+  return dev.blocks.back().get();
+}
+
+}  // namespace siphon::rdma::soft::detail

@@ -1,0 +1,56 @@
+// Handle classes of the soft fabric shared between objects.cc and cm.cc.
+// Not a public header.
+#pragma once
+
+#include <memory>
+
+#include "rdma/soft/core.h"
+
+namespace siphon::rdma::soft {
+
+class CqImpl final : public CompletionQueue {
+ public:
+  CqImpl(std::shared_ptr<detail::Fabric> f, detail::DeviceCore& d,
+         std::shared_ptr<detail::CqCore> core);
+  ~CqImpl() override;
+  std::size_t poll(std::span<Wc> out) noexcept override;
+  std::error_code arm(bool solicited_only) noexcept override;
+  int channel_fd() const noexcept override;
+  std::size_t consume_events() noexcept override;
+  std::uint32_t capacity() const noexcept override;
+  detail::DeviceCore& device() const noexcept { return dev_; }
+  const std::shared_ptr<detail::CqCore>& core() const noexcept { return core_; }
+
+ private:
+  std::shared_ptr<detail::Fabric> fabric_;
+  detail::DeviceCore& dev_;
+  std::shared_ptr<detail::CqCore> core_;
+};
+
+class QpImpl final : public QueuePair {
+ public:
+  QpImpl(std::shared_ptr<detail::Fabric> f, std::shared_ptr<detail::QpCore> core);
+  ~QpImpl() override;
+  std::uint32_t qp_num() const noexcept override;
+  QpState state() const noexcept override;
+  const QpCaps& caps() const noexcept override;
+  std::error_code modify(const QpAttr& attr, std::uint32_t mask) noexcept override;
+  std::error_code post_send(std::span<const SendWr> wrs, std::size_t* bad) noexcept override;
+  std::error_code post_recv(std::span<const RecvWr> wrs, std::size_t* bad) noexcept override;
+
+ private:
+  std::shared_ptr<detail::Fabric> fabric_;
+  std::shared_ptr<detail::QpCore> core_;
+};
+
+std::shared_ptr<detail::QpCore> create_qp_core(const std::shared_ptr<detail::Fabric>& fabric,
+                                               detail::DeviceCore& dev, std::uint32_t pd,
+                                               const QpInit& init, std::error_code& ec);
+// The soft device and PD id behind `pd` (nullptr when it is not a soft PD).
+detail::DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id);
+std::unique_ptr<Device> open_device_handle(std::shared_ptr<detail::Fabric> fabric,
+                                           detail::DeviceCore& dev);
+std::unique_ptr<EventChannel> make_event_channel(std::shared_ptr<detail::Fabric> fabric,
+                                                 std::error_code& ec);
+
+}  // namespace siphon::rdma::soft

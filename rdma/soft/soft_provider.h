@@ -1,0 +1,86 @@
+// The software RC fabric: a user-space RC HCA behind rdma/provider.h
+// (docs/rdma-provider.md, docs/architecture.md §4).
+//
+// Each provider instance is one "host adapter": devices soft0..N-1, one
+// engine thread (epoll) that plays the HCA, and a wire made of ordinary TCP
+// connections, so two providers -- in one process, two processes or two
+// network namespaces -- talk RC to each other over the same code path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "rdma/provider.h"
+
+namespace siphon::rdma::soft {
+
+// A fault fires with `probability` (0..1) or once in `one_in` draws (0 = off;
+// both may be set, either fires). Draws come from a PRNG seeded by
+// FaultPlan::seed and the QP's creation order, so a run is repeatable as far
+// as thread interleavings allow.
+struct FaultRate {
+  double probability = 0.0;
+  std::uint32_t one_in = 0;
+  bool enabled() const noexcept { return probability > 0.0 || one_in != 0; }
+};
+
+struct FaultPlan {
+  std::uint64_t seed = 1;
+  FaultRate fail_post;         // post_send/post_recv fails with errc::injected_fault
+  FaultRate error_completion;  // a send WR completes with `completion_error`; QP -> ERR
+  WcStatus completion_error = WcStatus::general_error;
+  FaultRate qp_to_err;         // the QP moves to ERR when it transmits a WR
+  FaultRate link_drop;         // the data link is closed before a WR (RC retry recovers)
+  FaultRate delay;             // transmission pauses for delay_us before a WR
+  std::uint32_t delay_us = 1000;
+};
+
+struct SoftOptions {
+  unsigned device_count = 1;
+  // Device attributes (what query returns and what is enforced).
+  std::uint32_t max_qp = 16384;
+  std::uint32_t max_qp_wr = 16384;
+  std::uint32_t max_sge = 32;
+  std::uint32_t max_inline_data = 512;
+  std::uint32_t max_cq = 16384;
+  std::uint32_t max_cqe = 1u << 20;
+  std::uint32_t max_mr = 1u << 20;
+  std::uint32_t max_pd = 1u << 16;
+  std::uint32_t max_srq = 4096;
+  std::uint32_t max_srq_wr = 16384;
+  std::uint32_t max_qp_rd_atom = 16;
+  std::uint64_t max_msg_size = 1ull << 30;
+  Mtu max_mtu = Mtu::mtu4096;
+  Mtu active_mtu = Mtu::mtu4096;
+  // Engine.
+  std::uint32_t link_buffer_bytes = 64 * 1024;  // per direction per link
+  std::uint32_t engine_spin_us = 0;  // busy-poll this long before sleeping in epoll
+  std::uint32_t cm_timeout_ms = 5000;  // CM connect/REP wait before UNREACHABLE
+  FaultPlan faults;
+};
+
+// Counters of one provider (all devices). Faults injected, and what the
+// fabric did about the wire.
+struct SoftCounters {
+  std::uint64_t failed_posts = 0;
+  std::uint64_t error_completions = 0;
+  std::uint64_t qp_errors_injected = 0;
+  std::uint64_t link_drops = 0;
+  std::uint64_t delays = 0;
+  std::uint64_t rnr_naks_sent = 0;
+  std::uint64_t retransmits = 0;
+  std::uint64_t retry_timeouts = 0;
+  std::uint64_t cq_overruns = 0;
+  std::uint64_t messages_sent = 0;
+  std::uint64_t bytes_sent = 0;
+  std::uint64_t links_opened = 0;
+};
+
+// Creates a soft provider. Throws SetupError if `options` are invalid.
+std::unique_ptr<Provider> make_provider(const SoftOptions& options = {});
+
+// The counters of a provider made by make_provider (nullopt for others).
+std::optional<SoftCounters> counters(const Provider& provider);
+
+}  // namespace siphon::rdma::soft

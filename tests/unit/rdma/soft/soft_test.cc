@@ -1,0 +1,424 @@
+// Soft-fabric specifics that the provider-neutral conformance suite does not
+// cover: option validation, seeded fault injection and its counters, wire
+// golden bytes, IB timer encodings and the modify() attribute table.
+#include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "msgr/base/error.h"
+#include "rdma/soft/core.h"
+#include "rdma/soft/soft_provider.h"
+#include "rdma/soft/wire.h"
+
+namespace siphon::rdma::soft {
+namespace {
+
+using namespace std::chrono_literals;
+
+struct Pair {
+  std::unique_ptr<Provider> prov;
+  std::unique_ptr<Device> dev;
+  std::unique_ptr<ProtectionDomain> pd;
+  std::unique_ptr<CompletionQueue> cqa, cqb;
+  std::unique_ptr<QueuePair> a, b;
+  std::vector<std::uint8_t> mem = std::vector<std::uint8_t>(1 << 16);
+  std::unique_ptr<MemoryRegion> mr;
+
+  explicit Pair(const SoftOptions& o, std::uint8_t timeout = 14) {
+    prov = make_provider(o);
+    std::error_code ec;
+    dev = prov->open_device("soft0", ec);
+    pd = dev->alloc_pd(ec);
+    cqa = dev->create_cq(4096, ec);
+    cqb = dev->create_cq(4096, ec);
+    QpInit init;
+    init.caps.max_send_wr = init.caps.max_recv_wr = 512;
+    init.send_cq = init.recv_cq = cqa.get();
+    a = pd->create_qp(init, ec);
+    init.send_cq = init.recv_cq = cqb.get();
+    b = pd->create_qp(init, ec);
+    mr = pd->reg_mr(mem.data(), mem.size(), kLocalWrite | kRemoteWrite | kRemoteRead, ec);
+    std::vector<GidEntry> gids;
+    dev->query_gids(1, gids);
+    std::uint8_t gi = 0;
+    for (const auto& g : gids)
+      if (g.gid[10] == 0xff && g.gid[12] == 127) gi = static_cast<std::uint8_t>(g.index);
+    for (auto [q, d] : {std::pair{a.get(), b->qp_num()}, std::pair{b.get(), a->qp_num()}}) {
+      QpAttr at;
+      at.state = QpState::init;
+      at.access_flags = kRemoteWrite | kRemoteRead;
+      EXPECT_FALSE(q->modify(at, kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags));
+      at.state = QpState::rtr;
+      at.av.dgid = gids[gi].gid;
+      at.av.sgid_index = gi;
+      at.dest_qp_num = d;
+      at.min_rnr_timer = 1;
+      EXPECT_FALSE(q->modify(at, kAttrState | kAttrPath | kAttrDestQpn | kAttrRqPsn |
+                                     kAttrMaxDestRdAtomic | kAttrMinRnrTimer));
+      at.state = QpState::rts;
+      at.timeout = timeout;
+      EXPECT_FALSE(q->modify(at, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt |
+                                     kAttrRnrRetry | kAttrMaxRdAtomic));
+    }
+  }
+  SendWr write(std::uint64_t id, Sge* sg) {
+    *sg = Sge{reinterpret_cast<std::uint64_t>(mem.data()), 64, mr->lkey()};
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = Opcode::rdma_write;
+    w.flags = kSignaled;
+    w.sg_list = sg;
+    w.num_sge = 1;
+    w.remote_addr = reinterpret_cast<std::uint64_t>(mem.data()) + 32768;
+    w.rkey = mr->rkey();
+    return w;
+  }
+  std::vector<Wc> poll(CompletionQueue& cq, std::size_t n, std::chrono::milliseconds t = 20s) {
+    std::vector<Wc> out;
+    Wc wc[64];
+    const auto end = std::chrono::steady_clock::now() + t;
+    while (out.size() < n && std::chrono::steady_clock::now() < end) {
+      const std::size_t got = cq.poll(wc);
+      out.insert(out.end(), wc, wc + got);
+      if (got == 0) std::this_thread::sleep_for(100us);
+    }
+    return out;
+  }
+};
+
+TEST(SoftOptions, InvalidOptionsThrowSetupError) {
+  SoftOptions o;
+  o.device_count = 0;
+  EXPECT_THROW(make_provider(o), SetupError);
+  o = {};
+  o.faults.fail_post.probability = 1.5;
+  EXPECT_THROW(make_provider(o), SetupError);
+  o = {};
+  o.active_mtu = Mtu::mtu4096;
+  o.max_mtu = Mtu::mtu1024;
+  EXPECT_THROW(make_provider(o), SetupError);
+  o = {};
+  o.device_count = 3;
+  auto p = make_provider(o);
+  EXPECT_EQ(p->list_devices(), (std::vector<std::string>{"soft0", "soft1", "soft2"}));
+  std::error_code ec;
+  EXPECT_FALSE(p->open_device("mlx5_0", ec));
+  EXPECT_EQ(ec, make_error_code(errc::device_not_found));
+  ASSERT_TRUE(counters(*p));
+  EXPECT_EQ(counters(*p)->failed_posts, 0u);
+}
+
+TEST(SoftOptions, AttributesComeFromOptions) {
+  SoftOptions o;
+  o.max_qp_wr = 333;
+  o.max_sge = 5;
+  o.active_mtu = Mtu::mtu1024;
+  auto p = make_provider(o);
+  std::error_code ec;
+  auto d = p->open_device("soft0", ec);
+  EXPECT_EQ(d->attr().max_qp_wr, 333u);
+  EXPECT_EQ(d->attr().max_sge, 5u);
+  PortAttr pa;
+  ASSERT_FALSE(d->query_port(1, pa));
+  EXPECT_EQ(pa.active_mtu, Mtu::mtu1024);
+  EXPECT_EQ(pa.max_mtu, Mtu::mtu4096);
+}
+
+std::vector<std::size_t> failed_post_indices(std::uint64_t seed) {
+  SoftOptions o;
+  o.faults.seed = seed;
+  o.faults.fail_post.one_in = 4;
+  Pair p(o);
+  std::vector<std::size_t> fails;
+  Sge sg;
+  for (std::size_t i = 0; i < 64; ++i) {
+    SendWr w = p.write(i, &sg);
+    std::size_t bad = 0;
+    const auto ec = p.a->post_send({&w, 1}, &bad);
+    if (ec) {
+      EXPECT_EQ(ec, make_error_code(errc::injected_fault));
+      fails.push_back(i);
+    }
+  }
+  EXPECT_EQ(p.poll(*p.cqa, 64 - fails.size()).size(), 64 - fails.size());
+  EXPECT_EQ(counters(*p.prov)->failed_posts, fails.size());
+  return fails;
+}
+
+TEST(SoftFaults, FailedPostsAreSeededAndCounted) {
+  const auto a = failed_post_indices(7), b = failed_post_indices(7), c = failed_post_indices(8);
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);  // same seed, same faults
+  EXPECT_NE(a, c);
+}
+
+TEST(SoftFaults, ErrorCompletionMovesTheQpToErr) {
+  SoftOptions o;
+  o.faults.error_completion.one_in = 1;
+  o.faults.completion_error = WcStatus::remote_operation_error;
+  Pair p(o);
+  Sge sg[2];
+  SendWr w[2] = {p.write(1, &sg[0]), p.write(2, &sg[1])};
+  ASSERT_FALSE(p.a->post_send(w, nullptr));
+  auto got = p.poll(*p.cqa, 2);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].status, WcStatus::remote_operation_error);
+  EXPECT_EQ(got[1].status, WcStatus::flushed);
+  EXPECT_EQ(p.a->state(), QpState::err);
+  EXPECT_EQ(counters(*p.prov)->error_completions, 1u);
+}
+
+TEST(SoftFaults, QpToErrFlushes) {
+  SoftOptions o;
+  o.faults.qp_to_err.one_in = 1;
+  Pair p(o);
+  Sge sg;
+  SendWr w = p.write(1, &sg);
+  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
+  auto got = p.poll(*p.cqa, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::flushed);
+  EXPECT_EQ(p.a->state(), QpState::err);
+  EXPECT_EQ(counters(*p.prov)->qp_errors_injected, 1u);
+}
+
+TEST(SoftFaults, DroppedLinksAreRecoveredByRetransmission) {
+  SoftOptions o;
+  o.faults.link_drop.probability = 0.05;
+  o.faults.seed = 3;
+  Pair p(o);
+  // Receives on B, numbered SENDs from A: all arrive, once, in order.
+  std::vector<RecvWr> recvs(300);
+  Sge rsg{reinterpret_cast<std::uint64_t>(p.mem.data()) + 40000, 8, p.mr->lkey()};
+  for (std::size_t i = 0; i < recvs.size(); ++i) recvs[i] = RecvWr{i, &rsg, 1};
+  ASSERT_FALSE(p.b->post_recv(recvs, nullptr));
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    Sge sg;
+    SendWr w = p.write(i, &sg);
+    w.opcode = Opcode::send_with_imm;
+    w.imm_data = i;
+    sg.length = 4;
+    ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr)) << i;
+    if (i % 100 == 99) {
+      ASSERT_EQ(p.poll(*p.cqa, 100).size(), 100u);
+    }
+  }
+  auto got = p.poll(*p.cqb, 300);
+  ASSERT_EQ(got.size(), 300u);
+  for (std::uint32_t i = 0; i < 300; ++i) {
+    EXPECT_EQ(got[i].status, WcStatus::success);
+    EXPECT_EQ(got[i].imm_data, i);
+  }
+  const auto c = *counters(*p.prov);
+  EXPECT_GT(c.link_drops, 0u);
+  EXPECT_GT(c.links_opened, 2u);
+}
+
+TEST(SoftFaults, DelayHoldsTransmission) {
+  SoftOptions o;
+  o.faults.delay.one_in = 1;
+  o.faults.delay_us = 30000;
+  Pair p(o);
+  Sge sg;
+  SendWr w = p.write(1, &sg);
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
+  ASSERT_EQ(p.poll(*p.cqa, 1).size(), 1u);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
+  EXPECT_EQ(counters(*p.prov)->delays, 1u);
+}
+
+TEST(SoftQueues, UnsignaledSendSlotsAreReleasedOnlyBySignaledCompletions) {
+  // As on mlx5: without a signaled WR the send queue fills up for good.
+  Pair p(SoftOptions{});
+  const std::uint32_t cap = p.a->caps().max_send_wr;
+  std::vector<SendWr> wrs(cap);
+  Sge sg;
+  for (std::uint32_t i = 0; i < cap; ++i) {
+    wrs[i] = p.write(i, &sg);
+    wrs[i].flags = 0;
+  }
+  ASSERT_FALSE(p.a->post_send(wrs, nullptr));
+  std::this_thread::sleep_for(50ms);  // they complete, silently
+  Wc wc[4];
+  EXPECT_EQ(p.cqa->poll(wc), 0u);
+  SendWr more = p.write(99, &sg);
+  std::size_t bad = 7;
+  EXPECT_EQ(p.a->post_send({&more, 1}, &bad), make_error_code(errc::queue_full));
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST(SoftMemory, UnmappedMemoryCannotBeRegistered) {
+  auto prov = make_provider();
+  std::error_code ec;
+  auto dev = prov->open_device("soft0", ec);
+  auto pd = dev->alloc_pd(ec);
+  void* m = ::mmap(nullptr, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(m, MAP_FAILED);
+  ::munmap(m, 8192);
+  EXPECT_FALSE(pd->reg_mr(m, 8192, kLocalWrite, ec));
+  EXPECT_EQ(ec, make_error_code(errc::memory_registration_failed));
+  EXPECT_FALSE(pd->reg_mr(nullptr, 10, kLocalWrite, ec));
+  EXPECT_EQ(ec, make_error_code(errc::invalid_argument));
+}
+
+// Whatever a peer writes to the fabric's ports, the adapter survives and keeps
+// serving its QPs.
+TEST(SoftRobustness, GarbageOnTheWireDoesNotHurtTheAdapter) {
+  Pair p(SoftOptions{});
+  const std::uint16_t qp_port = static_cast<std::uint16_t>(p.a->qp_num() >> 8);
+  std::error_code ec;
+  auto ch = p.prov->create_event_channel(ec);
+  auto lid = ch->create_id(ec);
+  ASSERT_FALSE(lid->bind(*NetAddress::parse("127.0.0.1:0")));
+  ASSERT_FALSE(lid->listen(4));
+  const std::uint16_t cm_port = lid->local_address().port();
+  auto blast = [](std::uint16_t port, const std::vector<std::uint8_t>& bytes) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    const NetAddress to = NetAddress::ipv4(0x7f000001, port);
+    ASSERT_EQ(::connect(fd, to.sockaddr_ptr(), to.sockaddr_len()), 0);
+    [[maybe_unused]] auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(5ms);
+    ::close(fd);
+  };
+  auto header = [](wire::Type t, std::uint32_t len, std::uint32_t psn = 0) {
+    wire::Header h{};
+    h.type = static_cast<wire::u8>(t);
+    h.len = len;
+    h.psn = psn;
+    std::vector<std::uint8_t> v(sizeof h);
+    std::memcpy(v.data(), &h, sizeof h);
+    return v;
+  };
+  detail::Rng rng(42);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::uint8_t> junk(1 + rng.next() % 3000);
+    for (auto& b : junk) b = static_cast<std::uint8_t>(rng.next());
+    blast(qp_port, junk);
+    blast(cm_port, junk);
+  }
+  blast(qp_port, header(wire::Type::hello, 0xFFFFFFFF));     // oversized control payload
+  blast(qp_port, header(wire::Type::send, 100));            // request before HELLO
+  blast(cm_port, header(wire::Type::cm_req, 3));            // short REQ
+  blast(cm_port, header(wire::Type::cm_rep, 0));            // REP to a listener
+  {
+    auto h = header(wire::Type::hello, sizeof(wire::Hello));
+    wire::Hello hello{};
+    hello.magic = wire::kMagic;
+    hello.version = wire::kVersion;
+    hello.dst_qpn = p.b->qp_num();
+    hello.src_qpn = 0xABCDEF;  // not B's peer: its requests must be dropped
+    h.resize(h.size() + sizeof hello);
+    std::memcpy(h.data() + sizeof(wire::Header), &hello, sizeof hello);
+    for (std::uint32_t psn = 0; psn < 4; ++psn) {
+      auto w = header(wire::Type::write, 8, psn);
+      w.resize(w.size() + 8, 0xEE);
+      h.insert(h.end(), w.begin(), w.end());
+    }
+    blast(qp_port, h);
+  }
+  // The adapter still works, and B accepted nothing from the impostor.
+  Sge sg;
+  SendWr w = p.write(1, &sg);
+  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
+  auto got = p.poll(*p.cqa, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::success);
+  EXPECT_EQ(p.b->state(), QpState::rts);
+  CmEvent ev;
+  EXPECT_FALSE(ch->get_event(ev));  // garbage never became a connect request
+}
+
+// A listener that never answers the REQ: UNREACHABLE after cm_timeout_ms.
+TEST(SoftCm, SilentPeerIsUnreachable) {
+  SoftOptions o;
+  o.cm_timeout_ms = 200;
+  auto prov = make_provider(o);
+  const int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(ls, 0);
+  NetAddress at = NetAddress::ipv4(0x7f000001, 0);
+  ASSERT_EQ(::bind(ls, at.sockaddr_ptr(), at.sockaddr_len()), 0);
+  ASSERT_EQ(::listen(ls, 4), 0);  // the kernel completes the handshake; nobody reads
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&ss), &len);
+  const NetAddress dst = NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+  std::error_code ec;
+  auto ch = prov->create_event_channel(ec);
+  auto id = ch->create_id(ec);
+  ASSERT_FALSE(id->resolve_addr(nullptr, dst, 1000));
+  ASSERT_FALSE(id->resolve_route(1000));
+  auto pd = id->device()->alloc_pd(ec);
+  auto cq = id->device()->create_cq(8, ec);
+  QpInit init;
+  init.send_cq = init.recv_cq = cq.get();
+  init.caps.max_send_wr = init.caps.max_recv_wr = 4;
+  auto qp = id->create_qp(*pd, init, ec);
+  ASSERT_TRUE(qp);
+  ASSERT_FALSE(id->connect(ConnParam{}));
+  std::vector<CmEventType> seen;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  CmEvent ev;
+  while (std::chrono::steady_clock::now() < end && (seen.empty() || seen.back() == CmEventType::addr_resolved ||
+                                                    seen.back() == CmEventType::route_resolved)) {
+    if (ch->get_event(ev))
+      seen.push_back(ev.type);
+    else
+      std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2], CmEventType::unreachable);
+  EXPECT_EQ(ev.status, make_error_code(errc::timed_out));
+  ::close(ls);
+}
+
+TEST(SoftWire, HeaderGoldenBytes) {
+  wire::Header h{};
+  h.type = static_cast<wire::u8>(wire::Type::write);
+  h.flags = wire::kHasImm;
+  h.code = 0;
+  h.rnr_timer = 12;
+  h.psn = 0x123456;
+  h.len = 0x01020304;
+  h.imm = 0xCAFEBABE;
+  h.raddr = 0x1122334455667788ull;
+  h.rkey = 0xA0B0C0D0;
+  const std::uint8_t golden[32] = {2,    1,    0,    12,   0x56, 0x34, 0x12, 0,    4,    3,    2,
+                                   1,    0xBE, 0xBA, 0xFE, 0xCA, 0x88, 0x77, 0x66, 0x55, 0x44, 0x33,
+                                   0x22, 0x11, 0xD0, 0xC0, 0xB0, 0xA0, 0,    0,    0,    0};
+  EXPECT_EQ(std::memcmp(&h, golden, sizeof golden), 0);
+}
+
+TEST(SoftTimers, IbEncodings) {
+  using detail::ack_timeout_duration;
+  using detail::rnr_timer_duration;
+  EXPECT_EQ(rnr_timer_duration(0), 655360us);
+  EXPECT_EQ(rnr_timer_duration(1), 10us);
+  EXPECT_EQ(rnr_timer_duration(12), 640us);
+  EXPECT_EQ(rnr_timer_duration(18), 5120us);
+  EXPECT_EQ(rnr_timer_duration(31), 491520us);
+  EXPECT_EQ(ack_timeout_duration(0).count(), 0);  // infinite
+  EXPECT_EQ(ack_timeout_duration(14), std::chrono::nanoseconds(4096ull << 14));
+}
+
+TEST(SoftModify, AttributeTable) {
+  using detail::modify_allowed;
+  const std::uint32_t init = kAttrState | kAttrPkeyIndex | kAttrPort | kAttrAccessFlags;
+  EXPECT_TRUE(modify_allowed(QpState::reset, QpState::init, init));
+  EXPECT_FALSE(modify_allowed(QpState::reset, QpState::init, kAttrState | kAttrPort));
+  EXPECT_FALSE(modify_allowed(QpState::reset, QpState::init, init | kAttrTimeout));
+  EXPECT_TRUE(modify_allowed(QpState::rts, QpState::rts, kAttrMinRnrTimer));
+  EXPECT_FALSE(modify_allowed(QpState::rts, QpState::rts, kAttrTimeout));
+  EXPECT_TRUE(modify_allowed(QpState::rtr, QpState::err, kAttrState));
+  EXPECT_FALSE(modify_allowed(QpState::init, QpState::rts, kAttrState));
+}
+
+}  // namespace
+}  // namespace siphon::rdma::soft

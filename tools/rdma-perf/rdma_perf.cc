@@ -1,0 +1,438 @@
+// siphon-rdma-perf: perftest-style latency and bandwidth over rdma/provider.h
+// (soft or verbs). Connections are made with the provider's CM; the client
+// sends the test parameters in the REQ private data and the server answers
+// with its buffer (address, rkey) in the REP.
+//
+//   siphon-rdma-perf TEST [--provider soft|verbs] [--device NAME] [--size N]
+//                    [--iters N] [--depth N] [--spin-us N]
+//                    (--loopback | --server [--bind IP] [--port P] | --client IP [--port P])
+//   TEST: send_lat | send_bw | write_bw | read_bw | all
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "rdma/provider.h"
+#include "rdma/soft/soft_provider.h"
+#ifdef SIPHON_HAVE_VERBS
+#include "rdma/verbs/verbs_provider.h"
+#endif
+
+namespace siphon::rdma::perf {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+enum class Test : std::uint8_t { send_lat, send_bw, write_bw, read_bw };
+const char* name(Test t) {
+  switch (t) {
+    case Test::send_lat: return "send_lat";
+    case Test::send_bw: return "send_bw";
+    case Test::write_bw: return "write_bw";
+    case Test::read_bw: return "read_bw";
+  }
+  return "?";
+}
+
+struct Options {
+  std::vector<Test> tests;
+  std::string provider = "soft";
+  std::string device;
+  std::uint32_t size = 64;
+  std::uint32_t iters = 10000;
+  std::uint32_t depth = 64;
+  std::uint32_t spin_us = 0;
+  bool loopback = false, server = false;
+  std::string peer, bind = "0.0.0.0";
+  std::uint16_t port = 18515;
+};
+
+struct Params {  // REQ private data
+  std::uint8_t test;
+  std::uint8_t pad[3];
+  std::uint32_t size, iters, depth;
+};
+struct Region {  // REP private data
+  std::uint64_t addr;
+  std::uint32_t rkey, len;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  std::fprintf(stderr, "siphon-rdma-perf: %s\n", what.c_str());
+  std::exit(1);
+}
+
+std::unique_ptr<Provider> open_provider(const Options& o) {
+  if (o.provider == "soft") {
+    soft::SoftOptions so;
+    so.engine_spin_us = o.spin_us;
+    return soft::make_provider(so);
+  }
+#ifdef SIPHON_HAVE_VERBS
+  if (o.provider == "verbs") return verbs::make_provider();
+#endif
+  die("unknown or unavailable provider '" + o.provider + "'");
+}
+
+bool next_event(EventChannel& ch, CmEvent& ev, CmEventType want) {
+  const auto end = Clock::now() + std::chrono::seconds(20);
+  while (Clock::now() < end) {
+    if (ch.get_event(ev)) {
+      if (ev.type != want) {
+        std::fprintf(stderr, "siphon-rdma-perf: expected %s, got %s (%s)\n",
+                     std::string(to_string(want)).c_str(), std::string(to_string(ev.type)).c_str(),
+                     ev.status.message().c_str());
+        return false;
+      }
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  std::fprintf(stderr, "siphon-rdma-perf: timed out waiting for %s\n",
+               std::string(to_string(want)).c_str());
+  return false;
+}
+
+// One side of one connection: its CM id, PD, CQ, QP and buffer.
+struct Conn {
+  std::unique_ptr<CmId> id;
+  std::unique_ptr<ProtectionDomain> pd;
+  std::unique_ptr<CompletionQueue> cq;
+  std::unique_ptr<QueuePair> qp;
+  std::vector<std::uint8_t> buf;
+  std::unique_ptr<MemoryRegion> mr;
+
+  void setup(std::uint32_t depth, std::size_t bytes) {
+    std::error_code ec;
+    Device* dev = id->device();
+    if (dev == nullptr) die("CM id has no device");
+    pd = dev->alloc_pd(ec);
+    cq = dev->create_cq(4 * depth + 64, ec);
+    if (!pd || !cq) die("alloc_pd/create_cq: " + ec.message());
+    QpInit init;
+    init.send_cq = init.recv_cq = cq.get();
+    init.caps.max_send_wr = depth + 8;
+    init.caps.max_recv_wr = 2 * depth + 8;
+    init.caps.max_send_sge = init.caps.max_recv_sge = 1;
+    qp = id->create_qp(*pd, init, ec);
+    if (!qp) die("create_qp: " + ec.message());
+    buf.assign(std::max<std::size_t>(bytes, 64), 0x5a);
+    mr = pd->reg_mr(buf.data(), buf.size(), kLocalWrite | kRemoteWrite | kRemoteRead, ec);
+    if (!mr) die("reg_mr: " + ec.message());
+  }
+  Sge sge(std::size_t off, std::uint32_t len) const {
+    return {reinterpret_cast<std::uint64_t>(buf.data()) + off, len, mr->lkey()};
+  }
+  void post_recv(std::uint64_t id_, std::size_t off, std::uint32_t len) {
+    Sge s = sge(off, len);
+    RecvWr r{id_, &s, 1};
+    if (qp->post_recv({&r, 1}, nullptr)) die("post_recv failed");
+  }
+  // Busy-polls until one completion of the given kind; returns it.
+  // Polls until one completion arrives. An empty poll yields the CPU: on a
+  // host with few cores the fabric's engine threads need it.
+  Wc wait() {
+    Wc wc;
+    for (;;) {
+      if (cq->poll({&wc, 1}) == 1) {
+        if (wc.status != WcStatus::success)
+          die("completion error: " + std::string(to_string(wc.status)));
+        return wc;
+      }
+      std::this_thread::yield();
+    }
+  }
+};
+
+ConnParam conn_param(const void* pd, std::size_t len) {
+  ConnParam cp;
+  const auto* p = static_cast<const std::uint8_t*>(pd);
+  cp.private_data.assign(p, p + len);
+  cp.initiator_depth = cp.responder_resources = 16;
+  cp.rnr_retry_count = 7;
+  return cp;
+}
+
+// ---------------------------------------------------------------- server
+
+void serve_one(Provider& prov, EventChannel& ch, CmId& listener, bool* stop) {
+  (void)listener;
+  CmEvent ev;
+  while (!*stop) {
+    if (!ch.get_event(ev)) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    if (ev.type != CmEventType::connect_request) continue;
+    Params p{};
+    std::memcpy(&p, ev.private_data.data(), std::min(sizeof p, ev.private_data.size()));
+    Conn c;
+    c.id = std::move(ev.new_id);
+    const std::size_t bytes = static_cast<std::size_t>(p.size) * std::max(p.depth, 1u) * 2;
+    c.setup(p.depth, bytes);
+    const auto t = static_cast<Test>(p.test);
+    if (t == Test::send_lat) c.post_recv(0, 0, p.size);
+    if (t == Test::send_bw)
+      for (std::uint32_t i = 0; i < 2 * p.depth; ++i) c.post_recv(i, (i % p.depth) * p.size, p.size);
+    if (t == Test::write_bw || t == Test::read_bw) c.post_recv(0, 0, 64);  // the "done" message
+    const Region r{reinterpret_cast<std::uint64_t>(c.buf.data()), c.mr->rkey(),
+                   static_cast<std::uint32_t>(c.buf.size())};
+    if (c.id->accept(conn_param(&r, sizeof r))) die("accept failed");
+    if (!next_event(ch, ev, CmEventType::established)) continue;
+    Sge s = c.sge(p.depth * p.size, p.size);
+    SendWr w;
+    w.flags = kSignaled;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    switch (t) {
+      case Test::send_lat:
+        for (std::uint32_t i = 0; i < p.iters; ++i) {
+          Wc wc = c.wait();
+          while (wc.opcode != WcOpcode::recv) wc = c.wait();
+          c.post_recv(0, 0, p.size);
+          w.wr_id = i;
+          if (c.qp->post_send({&w, 1}, nullptr)) die("post_send failed");
+        }
+        break;
+      case Test::send_bw:
+        for (std::uint32_t got = 0; got < p.iters;) {
+          const Wc wc = c.wait();
+          if (wc.opcode != WcOpcode::recv) continue;
+          ++got;
+          c.post_recv(wc.wr_id, (wc.wr_id % p.depth) * p.size, p.size);
+        }
+        break;
+      case Test::write_bw:
+      case Test::read_bw:
+        c.wait();
+        break;
+    }
+    // Let the client see its last completions, then wait for its disconnect.
+    next_event(ch, ev, CmEventType::disconnected);
+    return;
+  }
+  (void)prov;
+}
+
+// ---------------------------------------------------------------- client
+
+struct Result {
+  double avg_us = 0, p50_us = 0, p99_us = 0, mbps = 0, mmsgs = 0;
+};
+
+Result run_client(Provider& prov, const Options& o, Test t, const NetAddress& dst) {
+  std::error_code ec;
+  auto ch = prov.create_event_channel(ec);
+  if (!ch) die("create_event_channel: " + ec.message());
+  Conn c;
+  c.id = ch->create_id(ec);
+  CmEvent ev;
+  if (c.id->resolve_addr(nullptr, dst, 2000) || !next_event(*ch, ev, CmEventType::addr_resolved))
+    die("resolve_addr " + dst.to_string());
+  if (c.id->resolve_route(2000) || !next_event(*ch, ev, CmEventType::route_resolved))
+    die("resolve_route");
+  c.setup(o.depth, static_cast<std::size_t>(o.size) * o.depth * 2);
+  const Params p{static_cast<std::uint8_t>(t), {}, o.size, o.iters, o.depth};
+  if (t == Test::send_lat) c.post_recv(0, 0, o.size);
+  if (c.id->connect(conn_param(&p, sizeof p))) die("connect failed");
+  if (!next_event(*ch, ev, CmEventType::established)) die("not established");
+  Region r{};
+  std::memcpy(&r, ev.private_data.data(), sizeof r);
+
+  Result res;
+  Sge s = c.sge(0, o.size);
+  SendWr w;
+  w.flags = kSignaled;
+  w.sg_list = &s;
+  w.num_sge = 1;
+  if (t == Test::send_lat) {
+    std::vector<double> rtt(o.iters);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // server's RTU handling
+    for (std::uint32_t i = 0; i < o.iters; ++i) {
+      const auto t0 = Clock::now();
+      w.wr_id = i;
+      if (c.qp->post_send({&w, 1}, nullptr)) die("post_send failed");
+      for (int got = 0; got < 2;) {
+        const Wc wc = c.wait();
+        ++got;
+        if (wc.opcode == WcOpcode::recv) c.post_recv(0, 0, o.size);
+      }
+      rtt[i] = std::chrono::duration<double, std::micro>(Clock::now() - t0).count() / 2;
+    }
+    std::sort(rtt.begin(), rtt.end());
+    double sum = 0;
+    for (double v : rtt) sum += v;
+    res.avg_us = sum / o.iters;
+    res.p50_us = rtt[o.iters / 2];
+    res.p99_us = rtt[std::min<std::size_t>(o.iters - 1, o.iters * 99 / 100)];
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (t == Test::write_bw) w.opcode = Opcode::rdma_write;
+    if (t == Test::read_bw) w.opcode = Opcode::rdma_read;
+    std::uint32_t posted = 0, done = 0;
+    // The window is refilled with one post of many WRs (the seam's batch).
+    std::vector<SendWr> batch(o.depth, w);
+    std::vector<Sge> sges(o.depth);
+    const auto t0 = Clock::now();
+    while (done < o.iters) {
+      std::uint32_t n = 0;
+      while (posted + n < o.iters && posted + n - done < o.depth) {
+        const std::uint32_t k = posted + n;
+        sges[n] = c.sge((k % o.depth) * o.size, o.size);
+        batch[n].sg_list = &sges[n];
+        batch[n].wr_id = k;
+        batch[n].remote_addr = r.addr + (k % o.depth) * static_cast<std::uint64_t>(o.size);
+        batch[n].rkey = r.rkey;
+        ++n;
+      }
+      if (n != 0 && c.qp->post_send({batch.data(), n}, nullptr)) die("post_send failed");
+      posted += n;
+      Wc wc[64];
+      const std::size_t got = c.cq->poll(wc);
+      for (std::size_t i = 0; i < got; ++i)
+        if (wc[i].status != WcStatus::success)
+          die("completion error: " + std::string(to_string(wc[i].status)));
+      done += static_cast<std::uint32_t>(got);
+      if (got == 0) std::this_thread::yield();
+    }
+    const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+    res.mbps = static_cast<double>(o.size) * o.iters / secs / 1e6;
+    res.mmsgs = o.iters / secs / 1e6;
+    if (t != Test::send_bw) {  // tell the server we are done
+      SendWr fin;
+      Sge fs = c.sge(0, 1);
+      fin.flags = kSignaled;
+      fin.sg_list = &fs;
+      fin.num_sge = 1;
+      if (c.qp->post_send({&fin, 1}, nullptr)) die("post_send failed");
+      c.wait();
+    }
+  }
+  c.id->disconnect();
+  next_event(*ch, ev, CmEventType::disconnected);
+  return res;
+}
+
+void print(const Options& o, Test t, const Result& r) {
+  if (t == Test::send_lat)
+    std::printf("%-9s %8u %8u %9.2f %9.2f %9.2f %10s %9s\n", name(t), o.size, o.iters, r.avg_us,
+                r.p50_us, r.p99_us, "-", "-");
+  else
+    std::printf("%-9s %8u %8u %9s %9s %9s %10.1f %9.3f\n", name(t), o.size, o.iters, "-", "-", "-",
+                r.mbps, r.mmsgs);
+  std::fflush(stdout);
+}
+
+NetAddress local_ipv4(Provider& prov, const Options& o) {
+  // The loopback address when the device has it (soft), else its first IPv4 GID.
+  std::error_code ec;
+  const auto names = prov.list_devices();
+  if (names.empty()) die("provider has no device");
+  auto dev = prov.open_device(o.device.empty() ? names.front() : o.device, ec);
+  if (!dev) die("open_device: " + ec.message());
+  std::vector<GidEntry> gids;
+  dev->query_gids(1, gids);
+  const GidEntry* pick = nullptr;
+  for (const auto& g : gids)
+    if (g.gid[10] == 0xff && g.gid[11] == 0xff && g.gid[12] == 127) pick = &g;
+  for (const auto& g : gids)
+    if (pick == nullptr && g.gid[10] == 0xff && g.gid[11] == 0xff) pick = &g;
+  if (pick == nullptr) die("device has no IPv4 GID");
+  return NetAddress::ipv4(static_cast<std::uint32_t>(pick->gid[12]) << 24 | pick->gid[13] << 16 |
+                              pick->gid[14] << 8 | pick->gid[15],
+                          0);
+}
+
+int run(const Options& o) {
+  if (!o.loopback && !o.server && o.peer.empty()) die("give --loopback, --server or --client IP");
+  if (o.server) {
+    auto prov = open_provider(o);
+    std::error_code ec;
+    auto ch = prov->create_event_channel(ec);
+    auto lid = ch->create_id(ec);
+    auto at = NetAddress::parse(o.bind);
+    if (!at) die("bad --bind");
+    at->set_port(o.port);
+    if (lid->bind(*at) || lid->listen(16)) die("cannot listen on " + at->to_string());
+    std::printf("listening on %s\n", lid->local_address().to_string().c_str());
+    bool stop = false;
+    for (;;) serve_one(*prov, *ch, *lid, &stop);
+  }
+  std::printf("provider %s, depth %u\n%-9s %8s %8s %9s %9s %9s %10s %9s\n", o.provider.c_str(),
+              o.depth, "test", "bytes", "iters", "avg_us", "p50_us", "p99_us", "MB/s", "Mmsg/s");
+  if (o.loopback) {
+    // Two adapters (providers) in one process: server in a thread, client here.
+    for (Test t : o.tests) {
+      auto sprov = open_provider(o);
+      auto cprov = open_provider(o);
+      std::error_code ec;
+      auto ch = sprov->create_event_channel(ec);
+      auto lid = ch->create_id(ec);
+      NetAddress at = local_ipv4(*sprov, o);
+      if (lid->bind(at) || lid->listen(4)) die("cannot listen on " + at.to_string());
+      const NetAddress dst = lid->local_address();
+      bool stop = false;
+      std::thread srv([&] { serve_one(*sprov, *ch, *lid, &stop); });
+      const Result r = run_client(*cprov, o, t, dst);
+      srv.join();
+      print(o, t, r);
+    }
+    return 0;
+  }
+  auto prov = open_provider(o);
+  auto dst = NetAddress::parse(o.peer);
+  if (!dst) die("bad --client address");
+  dst->set_port(o.port);
+  for (Test t : o.tests) print(o, t, run_client(*prov, o, t, *dst));
+  return 0;
+}
+
+}  // namespace
+}  // namespace siphon::rdma::perf
+
+int main(int argc, char** argv) {
+  using namespace siphon::rdma::perf;
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) die("missing value for " + a);
+      return argv[++i];
+    };
+    if (a == "send_lat") o.tests.push_back(Test::send_lat);
+    else if (a == "send_bw") o.tests.push_back(Test::send_bw);
+    else if (a == "write_bw") o.tests.push_back(Test::write_bw);
+    else if (a == "read_bw") o.tests.push_back(Test::read_bw);
+    else if (a == "all") o.tests = {Test::send_lat, Test::send_bw, Test::write_bw, Test::read_bw};
+    else if (a == "--provider") o.provider = val();
+    else if (a == "--device") o.device = val();
+    else if (a == "--size") o.size = static_cast<std::uint32_t>(std::stoul(val()));
+    else if (a == "--iters") o.iters = static_cast<std::uint32_t>(std::stoul(val()));
+    else if (a == "--depth") o.depth = static_cast<std::uint32_t>(std::stoul(val()));
+    else if (a == "--spin-us") o.spin_us = static_cast<std::uint32_t>(std::stoul(val()));
+    else if (a == "--port") o.port = static_cast<std::uint16_t>(std::stoul(val()));
+    else if (a == "--bind") o.bind = val();
+    else if (a == "--loopback") o.loopback = true;
+    else if (a == "--server") o.server = true;
+    else if (a == "--client") o.peer = val();
+    else if (a == "-h" || a == "--help") {
+      std::printf(
+          "usage: siphon-rdma-perf send_lat|send_bw|write_bw|read_bw|all [--provider soft|verbs]\n"
+          "       [--device NAME] [--size N] [--iters N] [--depth N] [--spin-us N]\n"
+          "       (--loopback | --server [--bind IP] [--port P] | --client IP [--port P])\n");
+      return 0;
+    } else
+      die("unknown argument '" + a + "' (try --help)");
+  }
+  if (o.tests.empty()) die("name a test: send_lat, send_bw, write_bw, read_bw or all");
+  if (o.size == 0 || o.iters == 0 || o.depth == 0) die("--size, --iters and --depth must be > 0");
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    die(e.what());
+  }
+}
