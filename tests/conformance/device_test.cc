@@ -409,7 +409,12 @@ TEST_F(OneSide, BadLkeyIsALocalProtectionError) {
   ASSERT_FALSE(q.a.qp->post_send({&w, 1}, nullptr));
   got = poll_n(*q.a.scq, 1);
   ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, WcStatus::local_protection_error) << describe(got[0]);
+  // A key that does not exist: local protection error per the IB spec (and
+  // mlx5); kernel Soft-RoCE (rxe, Linux 6.1) reports a local QP operation
+  // error. Found by the rxe tier; both are accepted, nothing else.
+  EXPECT_TRUE(got[0].status == WcStatus::local_protection_error ||
+              got[0].status == WcStatus::local_qp_operation_error)
+      << describe(got[0]);
 }
 
 TEST_F(OneSide, SrqQueueFull) {
