@@ -397,8 +397,11 @@ void ConnectionImpl::complete_adopt(ConnectionImplRef from, bool reconnect, std:
   }
   if (from->state_ == State::closed || !from->conn_ || !from->server_hs_ ||
       from->server_hs_->state() != session::ServerHandshake::State::decide) {
-    // The new socket died meanwhile; wait for the peer's next attempt.
+    // The new socket died meanwhile: wait for the peer's next attempt, or
+    // dial it ourselves if our policy says so.
     state_ = State::standby;
+    if (!lossy_ && can_dial() && (outq_.has_pending() || !policy_.standby))
+      schedule_reconnect(session::ReconnectBackoff::Cause::attempt_failed);
     return;
   }
   link_ = std::move(from->link_);
