@@ -383,6 +383,7 @@ void ConnectionImpl::adopt(ConnectionImplRef from, bool reconnect, std::uint64_t
   if (!lossy_) outq_.requeue_sent();
   state_ = State::accepting;
   transport::Worker* w = &from->owner();
+  if (w != &owner()) core_->counters.session_migrations.fetch_add(1, std::memory_order_relaxed);
   owner_.store(w, std::memory_order_release);
   ConnectionImplRef self(this);
   w->post([self, from, reconnect, msg_seq] { self->complete_adopt(from, reconnect, msg_seq); });
