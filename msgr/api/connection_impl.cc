@@ -383,6 +383,7 @@ void ConnectionImpl::adopt(ConnectionImplRef from, bool reconnect, std::uint64_t
   if (!lossy_) outq_.requeue_sent();
   state_ = State::accepting;
   transport::Worker* w = &from->owner();
+  if (w != &owner()) core_->counters.session_migrations.fetch_add(1, std::memory_order_relaxed);
   owner_.store(w, std::memory_order_release);
   ConnectionImplRef self(this);
   w->post([self, from, reconnect, msg_seq] { self->complete_adopt(from, reconnect, msg_seq); });
@@ -397,8 +398,11 @@ void ConnectionImpl::complete_adopt(ConnectionImplRef from, bool reconnect, std:
   }
   if (from->state_ == State::closed || !from->conn_ || !from->server_hs_ ||
       from->server_hs_->state() != session::ServerHandshake::State::decide) {
-    // The new socket died meanwhile; wait for the peer's next attempt.
+    // The new socket died meanwhile: wait for the peer's next attempt, or
+    // dial it ourselves if our policy says so.
     state_ = State::standby;
+    if (!lossy_ && can_dial() && (outq_.has_pending() || !policy_.standby))
+      schedule_reconnect(session::ReconnectBackoff::Cause::attempt_failed);
     return;
   }
   link_ = std::move(from->link_);

@@ -50,6 +50,7 @@ struct Counters {
   std::atomic<std::uint64_t> reconnects{0};
   std::atomic<std::uint64_t> sessions_reset{0};
   std::atomic<std::uint64_t> protocol_errors{0};
+  std::atomic<std::uint64_t> session_migrations{0};
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {

@@ -52,6 +52,7 @@ struct MessengerStats {
   std::uint64_t reconnects = 0;           // SESSION_RECONNECT accepted (either side)
   std::uint64_t sessions_reset = 0;       // sessions discarded by SESSION_RESET / resetcheck
   std::uint64_t protocol_errors = 0;      // faults caused by malformed or out-of-state input
+  std::uint64_t session_migrations = 0;   // sessions moved to another worker with a peer's new socket
 };
 
 class Messenger {

@@ -145,6 +145,7 @@ class MessengerImpl final : public Messenger {
     s.reconnects = c.reconnects.load();
     s.sessions_reset = c.sessions_reset.load();
     s.protocol_errors = c.protocol_errors.load();
+    s.session_migrations = c.session_migrations.load();
     return s;
   }
 

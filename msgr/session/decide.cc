@@ -40,6 +40,15 @@ IdentVerdict decide_client_ident(const ExistingSession* ex, std::uint64_t peer_g
   return {K::wait, "connection race: existing wins"};
 }
 
+int compare_for_race(const EntityAddr& a, const EntityAddr& b) noexcept {
+  EntityAddr la = a;
+  EntityAddr lb = b;
+  la.type = AddrType::legacy;
+  lb.type = AddrType::legacy;
+  const auto c = la <=> lb;
+  return c < 0 ? -1 : c > 0 ? 1 : 0;
+}
+
 std::string_view to_string(ReconnectVerdict::Kind k) noexcept {
   using K = ReconnectVerdict::Kind;
   switch (k) {

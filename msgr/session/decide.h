@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "msgr/session/wire.h"
+#include "msgr/session/handshake.h"
 
 namespace siphon::session {
 
@@ -57,6 +57,10 @@ struct IdentVerdict {
 IdentVerdict decide_client_ident(const ExistingSession* existing, std::uint64_t peer_global_seq,
                                  std::uint64_t client_cookie, const EntityAddr& peer_addr,
                                  const EntityAddr& my_addr) noexcept;
+
+// Ceph's ordering for race resolution: it compares legacy_addr() of both
+// sides, i.e. entity_addr_t memcmp order with the type taken as LEGACY.
+int compare_for_race(const EntityAddr& a, const EntityAddr& b) noexcept;
 
 std::string_view to_string(ReconnectVerdict::Kind k) noexcept;
 std::string_view to_string(IdentVerdict::Kind k) noexcept;

@@ -38,6 +38,7 @@
 // ends in outcome fault with a reason; so does every check that fails.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -45,11 +46,71 @@
 #include <vector>
 
 #include "msgr/base/error.h"
+#include "msgr/proto/control.h"
 #include "msgr/proto/frame.h"
+#include "msgr/proto/message_header.h"
 #include "msgr/proto/types.h"
-#include "msgr/session/wire.h"
 
 namespace siphon::session {
+
+// --- the payloads, from msgr/proto (no second codec here) ---------------------
+
+using proto::AddrType;
+using proto::EntityAddr;
+using proto::EntityAddrVec;
+using proto::Frame;
+using proto::Tag;
+
+using Hello = proto::Hello;
+using AuthRequest = proto::AuthRequest;
+using AuthBadMethod = proto::AuthBadMethod;
+using AuthDone = proto::AuthDone;
+using AuthSignature = proto::AuthSignature;
+using ClientIdent = proto::ClientIdent;
+using ServerIdent = proto::ServerIdent;
+using IdentMissingFeatures = proto::IdentMissingFeatures;
+using SessionReconnect = proto::SessionReconnect;
+using SessionReset = proto::SessionReset;
+using SessionRetry = proto::SessionRetry;
+using SessionRetryGlobal = proto::SessionRetryGlobal;
+using ReconnectOk = proto::SessionReconnectOk;
+using Wait = proto::Wait;
+using Keepalive2 = proto::Keepalive2;
+using Keepalive2Ack = proto::Keepalive2Ack;
+using Ack = proto::Ack;
+using MsgHeader2 = proto::MessageHeader2;
+
+inline constexpr std::int32_t kEOPNOTSUPP = -95;
+using proto::kConModeCrc;
+using proto::kMsgConnectLossy;
+
+template <class T>
+Frame encode(const T& payload) {
+  return payload.frame();
+}
+
+// Decodes `f` as a T (tag and segment layout checked); false with `why` set
+// when it is malformed. Never throws.
+template <class T>
+bool decode(const Frame& f, T& out, std::string& why) {
+  proto::Result<T> r = proto::decode_control<T>(f);
+  if (!r) {
+    why = r.error().message();
+    return false;
+  }
+  out = std::move(r).value();
+  return true;
+}
+
+// The wall clock as a KEEPALIVE2 stamp.
+inline proto::UTime stamp_now() noexcept {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::system_clock::now().time_since_epoch())
+                      .count();
+  return {static_cast<std::uint32_t>(ns / 1000000000), static_cast<std::uint32_t>(ns % 1000000000)};
+}
+
+// --- the handshake ---------------------------------------------------------------
 
 // The local end, as the handshake needs it.
 struct LocalIdentity {

@@ -5,6 +5,7 @@
 #include <cassert>
 #include <cstring>
 
+#include <boost/asio/read.hpp>
 #include <fmt/format.h>
 
 #include "msgr/base/error.h"
@@ -131,17 +132,13 @@ void TcpConnection::start(ConnectionHandler& handler, const proto::Banner& mine)
 
 void TcpConnection::read_banner_prefix() {
   boost::asio::async_read(socket_, boost::asio::buffer(banner_prefix_),
-                          [self = self()](const boost::system::error_code& ec, std::size_t) {
-                            self->on_banner_prefix(ec);
+                          [self = self()](const boost::system::error_code& ec, std::size_t n) {
+                            self->on_banner_prefix(ec, n);
                           });
 }
 
-void TcpConnection::on_banner_prefix(const boost::system::error_code& ec) {
-  if (state_ != State::banner) return;
-  if (ec) return io_fault(ec, "banner read");
-  ++stats_.read_ops;
-  stats_.bytes_received += banner_prefix_.size();
-  if (injector_.socket_failure()) return fault(errc::injected_fault, "injected socket failure");
+void TcpConnection::on_banner_prefix(const boost::system::error_code& ec, std::size_t n) {
+  if (!read_completed(State::banner, ec, n, "banner read")) return;
   // Checks the magic (naming msgr1 peers) and the payload length bounds.
   const proto::BannerResult r =
       proto::decode_banner(BufferList::copy_of(banner_prefix_.data(), banner_prefix_.size()));
@@ -150,25 +147,21 @@ void TcpConnection::on_banner_prefix(const boost::system::error_code& ec) {
                               (std::to_integer<std::size_t>(banner_prefix_[9]) << 8);
   banner_payload_.resize(payload);
   boost::asio::async_read(socket_, boost::asio::buffer(banner_payload_),
-                          [self = self()](const boost::system::error_code& pec, std::size_t) {
-                            self->on_banner_payload(pec);
+                          [self = self()](const boost::system::error_code& pec, std::size_t got) {
+                            self->on_banner_payload(pec, got);
                           });
 }
 
-void TcpConnection::on_banner_payload(const boost::system::error_code& ec) {
-  if (state_ != State::banner) return;
-  if (ec) return io_fault(ec, "banner read");
-  ++stats_.read_ops;
-  stats_.bytes_received += banner_payload_.size();
-  if (injector_.socket_failure()) return fault(errc::injected_fault, "injected socket failure");
+void TcpConnection::on_banner_payload(const boost::system::error_code& ec, std::size_t n) {
+  if (!read_completed(State::banner, ec, n, "banner read")) return;
   BufferList whole = BufferList::copy_of(banner_prefix_.data(), banner_prefix_.size());
   whole.append(banner_payload_.data(), banner_payload_.size());
   const proto::BannerResult r = proto::decode_banner(whole);
   if (r.error) return fault(r.error, r.reason);
   if (r.consumed != whole.length()) return fault(errc::bad_banner, "banner length inconsistent");
   banner_payload_ = {};
-  const auto n = proto::negotiate(mine_, r.banner);
-  if (!n) {
+  const auto negotiated = proto::negotiate(mine_, r.banner);
+  if (!negotiated) {
     const bool peer_lacks = (mine_.required & r.banner.supported) != mine_.required;
     return fault(errc::unsupported_protocol,
                  peer_lacks ? fmt::format("peer lacks required msgr2 features (peer supports "
@@ -178,7 +171,7 @@ void TcpConnection::on_banner_payload(const boost::system::error_code& ec) {
                                           "{:#x}, we support {:#x})",
                                           r.banner.required, mine_.supported));
   }
-  establish(*n);
+  establish(*negotiated);
 }
 
 void TcpConnection::establish(const proto::Negotiated& n) {

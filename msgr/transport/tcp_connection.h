@@ -14,14 +14,17 @@
 // `established` wait unencoded (the revision is not known yet).
 #pragma once
 
-#include "msgr/transport/asio.h"  // first: before transport.h includes Asio
-
 #include <atomic>
 #include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "msgr/transport/fault_injection.h"
 #include "msgr/transport/options.h"
@@ -131,8 +134,8 @@ class TcpConnection final : public Connection {
 
   // Setup and banner (tcp_connection.cc).
   void read_banner_prefix();
-  void on_banner_prefix(const boost::system::error_code& ec);
-  void on_banner_payload(const boost::system::error_code& ec);
+  void on_banner_prefix(const boost::system::error_code& ec, std::size_t n);
+  void on_banner_payload(const boost::system::error_code& ec, std::size_t n);
   void establish(const proto::Negotiated& n);
   void io_fault(const boost::system::error_code& ec, std::string_view op);
   void fault(std::error_code code, std::string_view reason);
@@ -143,6 +146,10 @@ class TcpConnection final : public Connection {
   void schedule_flush();
   void start_write();
   void on_write(const boost::system::error_code& ec, std::size_t n);
+  // Shared by every read completion: false when the read is stale (the
+  // connection left `expected`), failed, or picked for an injected failure.
+  bool read_completed(State expected, const boost::system::error_code& ec, std::size_t n,
+                      std::string_view op);
   void start_read();
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void deliver_frames();

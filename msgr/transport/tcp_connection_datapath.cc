@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <span>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -20,6 +22,7 @@ namespace {
 // Largest receive segment allocated for one pending frame; bigger frames
 // arrive in several segments.
 constexpr std::size_t kMaxReadBuffer = 16u << 20;
+constexpr std::string_view kInjectedFailure = "injected socket failure";
 }  // namespace
 
 // ---------------------------------------------------------------------------
@@ -61,7 +64,7 @@ void TcpConnection::schedule_flush() {
 void TcpConnection::start_write() {
   if (writing_ || tx_queue_.empty()) return;
   if (state_ != State::banner && state_ != State::established) return;
-  if (injector_.socket_failure()) return fault(errc::injected_fault, "injected socket failure");
+  if (injector_.socket_failure()) return fault(errc::injected_fault, kInjectedFailure);
   tx_inflight_.swap(tx_queue_);  // tx_inflight_ was empty: capacities swap, nothing allocates
   iov_.clear();
   std::size_t bytes = 0;
@@ -142,13 +145,25 @@ void TcpConnection::start_read() {
       [self = self()](const boost::system::error_code& ec, std::size_t n) { self->on_read(ec, n); });
 }
 
-void TcpConnection::on_read(const boost::system::error_code& ec, std::size_t n) {
-  reading_ = false;
-  if (state_ != State::established) return;
-  if (ec) return io_fault(ec, "read");
+bool TcpConnection::read_completed(State expected, const boost::system::error_code& ec,
+                                   std::size_t n, std::string_view op) {
+  if (state_ != expected) return false;
+  if (ec) {
+    io_fault(ec, op);
+    return false;
+  }
   ++stats_.read_ops;
   stats_.bytes_received += n;
-  if (injector_.socket_failure()) return fault(errc::injected_fault, "injected socket failure");
+  if (injector_.socket_failure()) {
+    fault(errc::injected_fault, kInjectedFailure);
+    return false;
+  }
+  return true;
+}
+
+void TcpConnection::on_read(const boost::system::error_code& ec, std::size_t n) {
+  reading_ = false;
+  if (!read_completed(State::established, ec, n, "read")) return;
   BufferList bytes;
   bytes.append(BufferPtr(rx_hold_.segment(), rx_used_, n));
   rx_used_ += n;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <random>
 
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
 #include <fmt/format.h>
 
 #include "msgr/base/error.h"

@@ -16,8 +16,6 @@
 // io_context stays alive with it), but no callback runs after stop().
 #pragma once
 
-#include "msgr/transport/asio.h"  // first: before transport.h includes Asio
-
 #include <atomic>
 #include <memory>
 #include <mutex>

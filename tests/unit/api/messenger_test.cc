@@ -1,6 +1,11 @@
 // Two Siphon messengers over TCP loopback: handshake, events, typed
 // messages, keepalive, mark_down, lossy resets, peer restart, throttles,
 // timeouts, the connection race, clean shutdown.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <thread>
 
@@ -295,6 +300,43 @@ TEST_F(Pair, ClientRestartIsSeenAsRemoteResetByTheServer) {
   ConnectionRef con2 = connect();
   con2->send_message(make_message<Message>(kTypeTest));
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.remote_resets == 1 && sd.messages == 1; }));
+}
+
+TEST_F(Pair, MissingFeaturesAreRefusedWithIdentMissingFeatures) {
+  Policy sp = Policy::stateless_server(/*req=*/1ull << 20);  // SERVER_PACIFIC
+  Policy cp = Policy::lossy_client();
+  cp.features_supported &= ~(1ull << 20);
+  start(sp, cp, opts);
+  LogCapture logs;
+  connect();
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }));
+  EXPECT_TRUE(logs.contains("peer requires features we lack 0x100000"));
+  EXPECT_EQ(sd.accepts, 0);
+}
+
+TEST_F(Pair, SilentServerHitsTheClientsReadyTimeout) {
+  opts.ms_connection_ready_timeout = 300ms;
+  client = make_messenger({entity_type::client, 1}, opts);
+  client->set_policy(entity_type::osd, Policy::lossy_client());
+  client->add_dispatcher_tail(&cd);
+  client->start();
+  // A listener that accepts and never says a word (not even a banner).
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
+  ASSERT_EQ(::listen(fd, 4), 0);
+  socklen_t len = sizeof(sa);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  EntityAddrVec mute(EntityAddr(AddrType::msgr2, NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&sa), len)));
+  LogCapture logs;
+  const auto t0 = std::chrono::steady_clock::now();
+  client->connect_to(entity_type::osd, mute);
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }, 10s));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
+  EXPECT_TRUE(logs.contains("ms_connection_ready_timeout"));
+  ::close(fd);
 }
 
 TEST_F(Pair, IdleConnectionTimesOut) {

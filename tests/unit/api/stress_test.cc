@@ -101,7 +101,7 @@ class Verifier : public Dispatcher {
 };
 
 void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, const Policy& sp,
-         const Policy& cp, bool report_faults) {
+         const Policy& cp, bool report_faults, std::uint64_t* migrations = nullptr) {
   Verifier v(check_bytes);  // outlives the messengers
   auto server_stack = make_tcp_stack(opts);
   auto client_stack = make_tcp_stack(opts);
@@ -145,6 +145,7 @@ void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, co
                 count, injected, cs.faults + ss.faults, cs.faults, ss.faults, cs.reconnects + ss.reconnects,
                 cs.messages_replayed + ss.messages_replayed, cs.duplicates_dropped + ss.duplicates_dropped);
     EXPECT_GT(cs.faults + ss.faults, 10u) << "injection did not fault the session";
+    if (migrations) *migrations = ss.session_migrations;
   }
   client->shutdown();
   server->shutdown();
@@ -164,6 +165,24 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
   log::set_level(log::Subsys::session, 0);  // hundreds of faults: keep the log short
   log::set_level(log::Subsys::transport, 0);
   run(200000, o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true);
+  log::set_level(log::Subsys::session, log::kDefaultLevel);
+  log::set_level(log::Subsys::transport, log::kDefaultLevel);
+}
+
+// Three workers per stack: a reconnecting peer's socket is usually accepted
+// on another worker than the one holding its session, so the session moves
+// to the new socket's worker (ConnectionImpl::adopt) on most reconnects.
+TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
+  MessengerOptions o = test_options(3);
+  o.transport.common.inject.socket_failures = 100;
+  o.transport.common.inject.seed = 99;
+  log::set_level(log::Subsys::session, 0);
+  log::set_level(log::Subsys::transport, 0);
+  std::uint64_t migrations = 0;
+  run(50000, o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true,
+      &migrations);
+  std::printf("[ lossless ] the server's session moved between workers %" PRIu64 " times\n", migrations);
+  EXPECT_GT(migrations, 0u);
   log::set_level(log::Subsys::session, log::kDefaultLevel);
   log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }

@@ -79,6 +79,15 @@ TEST(FaultInjector, MessageDelays) {
 
 class TcpFaultTest : public TcpFixture {
  protected:
+  // A fresh server stack, and a client stack injecting `inject`; returns
+  // the server's listening address.
+  std::optional<NetAddress> injecting_client(const InjectOptions& inject) {
+    TcpOptions copts = test_options();
+    copts.common.inject = inject;
+    make_stacks(test_options(), copts);
+    return listen();
+  }
+
   // Runs one connection from the (injecting) client stack, ping-ponging
   // until it faults; returns the client's fault.
   std::optional<Fault> ping_until_fault(const NetAddress& addr) {
@@ -109,10 +118,7 @@ class TcpFaultTest : public TcpFixture {
 };
 
 TEST_F(TcpFaultTest, InjectedSocketFailuresAtTheConfiguredRate) {
-  TcpOptions copts = test_options();
-  copts.common.inject = one_in(20, 1234);
-  make_stacks(test_options(), copts);
-  const auto addr = listen();
+  const auto addr = injecting_client(one_in(20, 1234));
   ASSERT_TRUE(addr);
   constexpr int kConnections = 30;
   for (int i = 0; i < kConnections; ++i) {
@@ -141,10 +147,7 @@ TEST_F(TcpFaultTest, InjectionIsDeterministicPerSeed) {
   while (!model.socket_failure()) ++expected;
 
   for (int run = 0; run < 2; ++run) {
-    TcpOptions copts = test_options();
-    copts.common.inject = inject;
-    make_stacks(test_options(), copts);
-    const auto addr = listen();
+    const auto addr = injecting_client(inject);
     ASSERT_TRUE(addr);
     const auto fault = ping_until_fault(*addr);
     ASSERT_TRUE(fault);
@@ -156,10 +159,7 @@ TEST_F(TcpFaultTest, InjectionIsDeterministicPerSeed) {
 }
 
 TEST_F(TcpFaultTest, EveryOperationFailsWhenNIsOne) {
-  TcpOptions copts = test_options();
-  copts.common.inject = one_in(1, 5);
-  make_stacks(test_options(), copts);
-  const auto addr = listen();
+  const auto addr = injecting_client(one_in(1, 5));
   ASSERT_TRUE(addr);
   const auto fault = ping_until_fault(*addr);
   ASSERT_TRUE(fault);

@@ -81,12 +81,12 @@ TEST_F(TcpTest, FramesSentBeforeTheBannerArriveAfterIt) {
   ASSERT_TRUE(addr);
   Recorder& crec = recorder();
   Recorder& srec = recorder();
-  auto [ec, conn] = connect(*client_, *addr, &crec, {}, [](Connection& c) {
+  const auto connected = connect(*client_, *addr, &crec, {}, [](Connection& c) {
     for (int i = 0; i < 3; ++i)
       EXPECT_FALSE(c.send(control(proto::Tag::ack, "early" + std::to_string(i))));
     EXPECT_GT(c.queued_bytes(), 0u);
   });
-  ASSERT_FALSE(ec);
+  ASSERT_FALSE(connected.first);
   ASSERT_TRUE(start_accepted(srec));
   ASSERT_TRUE(srec.wait_frames(3));
   const auto frames = srec.take_frames();
@@ -271,21 +271,20 @@ TEST_F(TcpTest, TenThousandMixedFramesInOrderAndIntact) {
   ASSERT_TRUE(addr);
   const FrameSource src;
   constexpr std::uint64_t kForward = 10000, kBackward = 1000;
-  Recorder& crec = recorder();
-  Recorder& srec = recorder();
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& crec = *p.client.rec;
+  Recorder& srec = *p.server.rec;
+  // Nothing arrives before the server side starts: hooks can go in now.
   crec.keep_frames = srec.keep_frames = false;
   Checker at_server{src}, at_client{src};
   srec.frame_hook = [&](proto::Frame& f) { at_server(f); };
   crec.frame_hook = [&](proto::Frame& f) { at_client(f); };
-  auto cconn_result = connect(*client_, *addr, &crec);
-  const std::error_code ec = cconn_result.first;
-  ConnectionRef cconn = cconn_result.second;
-  ASSERT_FALSE(ec);
-  ConnectionRef sconn = start_accepted(srec);
-  ASSERT_TRUE(sconn);
   Pump forward(src, cconn, kForward), backward(src, sconn, kBackward);
   crec.writable_hook = [&] { forward.run(); };
   srec.writable_hook = [&] { backward.run(); };
+  start(p.server);
   run_on(cconn->worker(), [&] { forward.run(); });
   run_on(sconn->worker(), [&] { backward.run(); });
 
@@ -333,15 +332,12 @@ TEST_F(TcpTest, BackpressureAndOnWritable) {
   make_stacks(sopts, copts);
   const auto addr = listen();
   ASSERT_TRUE(addr);
-  Recorder& crec = recorder();
-  Recorder& srec = recorder();
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& crec = *p.client.rec;
+  Recorder& srec = *p.server.rec;
   srec.keep_frames = false;
-  auto cconn_result = connect(*client_, *addr, &crec);
-  const std::error_code ec = cconn_result.first;
-  ConnectionRef cconn = cconn_result.second;
-  ASSERT_FALSE(ec);
-  ConnectionRef sconn = accept_next();
-  ASSERT_TRUE(sconn);
   run_on(sconn->worker(), [&] {
     sconn->pause_receive(true);  // before start: nothing is delivered or read
     sconn->start(srec, {});
@@ -380,19 +376,15 @@ TEST_F(TcpTest, BackpressureAndOnWritable) {
 TEST_F(TcpTest, PauseStopsReadingAndResumeDeliversTheRest) {
   const auto addr = listen();
   ASSERT_TRUE(addr);
-  Recorder& crec = recorder();
-  Recorder& srec = recorder();
-  auto cconn_result = connect(*client_, *addr, &crec);
-  const std::error_code ec = cconn_result.first;
-  ConnectionRef cconn = cconn_result.second;
-  ASSERT_FALSE(ec);
-  ConnectionRef sconn = accept_next();
-  ASSERT_TRUE(sconn);
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& srec = *p.server.rec;
   // The handler pauses from inside on_frame, after the 5th frame.
   srec.frame_hook = [&](proto::Frame&) {
     if (srec.frame_count() == 4) sconn->pause_receive(true);
   };
-  run_on(sconn->worker(), [&] { sconn->start(srec, {}); });
+  start(p.server);
   run_on(cconn->worker(), [&] {
     for (int i = 0; i < 20; ++i) EXPECT_FALSE(cconn->send(control(proto::Tag::ack, std::to_string(i))));
   });
@@ -440,16 +432,13 @@ TEST_F(TcpTest, PeerCloseFaultsTheOtherSideOnly) {
 TEST_F(TcpTest, CloseInsideOnFrameStopsDelivery) {
   const auto addr = listen();
   ASSERT_TRUE(addr);
-  Recorder& crec = recorder();
-  Recorder& srec = recorder();
-  auto cconn_result = connect(*client_, *addr, &crec);
-  const std::error_code ec = cconn_result.first;
-  ConnectionRef cconn = cconn_result.second;
-  ASSERT_FALSE(ec);
-  ConnectionRef sconn = accept_next();
-  ASSERT_TRUE(sconn);
+  Pair p = connect_unstarted(*addr);
+  ASSERT_TRUE(p.client.conn && p.server.conn);
+  const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
+  Recorder& crec = *p.client.rec;
+  Recorder& srec = *p.server.rec;
   srec.frame_hook = [&](proto::Frame&) { sconn->close(); };
-  run_on(sconn->worker(), [&] { sconn->start(srec, {}); });
+  start(p.server);
   run_on(cconn->worker(), [&] {
     for (int i = 0; i < 10; ++i) EXPECT_FALSE(cconn->send(control(proto::Tag::ack, "x")));
   });
@@ -469,15 +458,10 @@ TEST_F(TcpTest, ConnectToAClosedPortIsRefused) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
   ::close(fd);
   const NetAddress closed = NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&sa), len);
-  auto conn_result = connect(*client_, closed, nullptr);
-  const std::error_code ec = conn_result.first;
-  ConnectionRef conn = conn_result.second;
-  EXPECT_EQ(ec, errc::connection_refused);
-  EXPECT_FALSE(conn);
-  auto conn2_result = connect(*client_, NetAddress{}, nullptr);
-  const std::error_code ec2 = conn2_result.first;
-  ConnectionRef conn2 = conn2_result.second;
-  EXPECT_EQ(ec2, errc::address_invalid);
+  const auto refused = connect(*client_, closed, nullptr);
+  EXPECT_EQ(refused.first, errc::connection_refused);
+  EXPECT_FALSE(refused.second);
+  EXPECT_EQ(connect(*client_, NetAddress{}, nullptr).first, errc::address_invalid);
 }
 
 // Malformed input from a raw socket faults that connection, with the reason
@@ -656,11 +640,9 @@ TEST_F(TcpFixture, AcceptSpreadsConnectionsOverWorkers) {
   std::array<int, 3> per_worker{};
   std::vector<ConnectionRef> keep;
   for (int i = 0; i < 6; ++i) {
-    auto c_result = connect(*client_, *addr, nullptr);
-    const std::error_code ec = c_result.first;
-    ConnectionRef c = c_result.second;
-    ASSERT_FALSE(ec);
-    keep.push_back(c);
+    const auto connected = connect(*client_, *addr, nullptr);
+    ASSERT_FALSE(connected.first);
+    keep.push_back(connected.second);
     ConnectionRef s = accept_next();
     ASSERT_TRUE(s);
     keep.push_back(s);

@@ -2,8 +2,6 @@
 // with a server and a client stack, raw sockets for malformed input.
 #pragma once
 
-#include "msgr/transport/tcp_stack.h"  // first: it includes Asio (see asio.h)
-
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -21,6 +19,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/transport/tcp_connection.h"
+#include "msgr/transport/tcp_stack.h"
 
 namespace siphon::transport::test {
 
@@ -208,18 +207,26 @@ class TcpFixture : public ::testing::Test {
     });
     return done.get_future().get();
   }
-  Pair connect_pair(const NetAddress& addr, proto::Banner client_banner = {},
-                    proto::Banner server_banner = {}) {
+  // Connects and starts the client; accepts the server side without
+  // starting it, so a test can install hooks (or pause) first.
+  Pair connect_unstarted(const NetAddress& addr, proto::Banner client_banner = {}) {
     Pair p;
     p.client.rec = &recorder();
     p.server.rec = &recorder();
-    auto conn_result = connect(*client_, addr, p.client.rec, client_banner);
-    const std::error_code ec = conn_result.first;
-    ConnectionRef conn = conn_result.second;
-    EXPECT_FALSE(ec) << ec.message();
-    p.client.conn = conn;
-    p.server.conn = start_accepted(*p.server.rec, server_banner);
+    const auto connected = connect(*client_, addr, p.client.rec, client_banner);
+    EXPECT_FALSE(connected.first) << connected.first.message();
+    p.client.conn = connected.second;
+    p.server.conn = accept_next();
     EXPECT_TRUE(p.server.conn);
+    return p;
+  }
+  static void start(const Side& side, proto::Banner banner = {}) {
+    run_on(side.conn->worker(), [&] { side.conn->start(*side.rec, banner); });
+  }
+  Pair connect_pair(const NetAddress& addr, proto::Banner client_banner = {},
+                    proto::Banner server_banner = {}) {
+    Pair p = connect_unstarted(addr, client_banner);
+    if (p.server.conn) start(p.server, server_banner);
     return p;
   }
   static std::error_code send(const ConnectionRef& c, proto::Frame f) {
