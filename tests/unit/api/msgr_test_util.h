@@ -16,6 +16,10 @@
 
 #include "msgr/api/messenger.h"
 #include "msgr/base/log.h"
+#ifdef SIPHON_TEST_RDMA
+#include "rdma/soft/soft_provider.h"
+#include "rdma/transport/rdma_stack.h"
+#endif
 
 namespace siphon::test {
 
@@ -33,9 +37,28 @@ inline EntityAddrVec loopback_any_port() {
   return EntityAddrVec(EntityAddr(AddrType::msgr2, NetAddress::parse("127.0.0.1:0").value()));
 }
 
+// The stack under test: TCP, or -- in the *_rdma builds of the same tests
+// (SIPHON_TEST_RDMA) -- the RDMA stack on the software fabric, so the one
+// suite checks that the session layer cannot tell the stacks apart.
+inline std::shared_ptr<transport::Stack> make_test_stack(const MessengerOptions& o) {
+#ifdef SIPHON_TEST_RDMA
+  static const std::unique_ptr<rdma::Provider> provider = rdma::soft::make_provider();
+  rdma::RdmaOptions r;
+  r.common = o.transport.common;
+  r.device_name = "soft0";
+  r.buffer_size = 16 * 1024;
+  r.credits = 8;
+  r.receive_buffers = 8192;
+  r.polling = std::chrono::microseconds(50);
+  return std::make_shared<rdma::RdmaStack>(*provider, r);
+#else
+  return make_tcp_stack(o);
+#endif
+}
+
 inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const MessengerOptions& o,
                                                  std::optional<std::uint32_t> nonce = std::nullopt) {
-  return Messenger::create(make_tcp_stack(o), name, o, nonce);
+  return Messenger::create(make_test_stack(o), name, o, nonce);
 }
 
 // Waits for `pred` (checked under `mu`) with a deadline.
