@@ -17,8 +17,11 @@
 #include "msgr/api/messenger.h"
 #include "msgr/base/log.h"
 #ifdef SIPHON_TEST_RDMA
+#include <cstdlib>
+
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/rdma_stack.h"
+#include "rdma/verbs/verbs_provider.h"
 #endif
 
 namespace siphon::test {
@@ -33,8 +36,14 @@ inline MessengerOptions test_options(unsigned threads = 1) {
   return o;
 }
 
+// 127.0.0.1, or inside the rxe guest the address of the Soft-RoCE interface
+// (rdma-cm does not work over rxe on lo).
 inline EntityAddrVec loopback_any_port() {
-  return EntityAddrVec(EntityAddr(AddrType::msgr2, NetAddress::parse("127.0.0.1:0").value()));
+  std::string host = "127.0.0.1";
+#ifdef SIPHON_TEST_RDMA
+  if (const char* a = std::getenv("SIPHON_RXE_ADDR")) host = a;
+#endif
+  return EntityAddrVec(EntityAddr(AddrType::msgr2, NetAddress::parse(host + ":0").value()));
 }
 
 // The stack under test: TCP, or -- in the *_rdma builds of the same tests
@@ -42,10 +51,13 @@ inline EntityAddrVec loopback_any_port() {
 // suite checks that the session layer cannot tell the stacks apart.
 inline std::shared_ptr<transport::Stack> make_test_stack(const MessengerOptions& o) {
 #ifdef SIPHON_TEST_RDMA
-  static const std::unique_ptr<rdma::Provider> provider = rdma::soft::make_provider();
+  // The software fabric, or the verbs provider on rxe0 inside the rxe guest.
+  const char* rxe = std::getenv("SIPHON_RXE_DEV");
+  static const std::unique_ptr<rdma::Provider> provider =
+      rxe != nullptr ? rdma::verbs::make_provider() : rdma::soft::make_provider();
   rdma::RdmaOptions r;
   r.common = o.transport.common;
-  r.device_name = "soft0";
+  r.device_name = rxe != nullptr ? rxe : "soft0";
   r.buffer_size = 16 * 1024;
   r.credits = 8;
   r.receive_buffers = 8192;
