@@ -103,6 +103,7 @@ Attempt try_sig(const CommandSignature& sig, const std::vector<std::string>& wor
   // Named parameters (--name value, --name=value, --flag) first.
   std::vector<std::string> positional;
   std::vector<bool> named(sig.params.size(), false);
+  std::vector<std::optional<ordered_json>> vals(sig.params.size());  // emitted in signature order
   for (std::size_t i = sig.words.size(); i < words.size(); ++i) {
     const std::string& w = words[i];
     if (w.size() > 2 && w.rfind("--", 0) == 0) {
@@ -132,8 +133,9 @@ Attempt try_sig(const CommandSignature& sig, const std::vector<std::string>& wor
       }
       const auto v = convert(*it, value, a.error);
       if (!v) return a;
-      args[it->name] = *v;
-      named[static_cast<std::size_t>(it - sig.params.begin())] = true;
+      const auto idx = static_cast<std::size_t>(it - sig.params.begin());
+      vals[idx] = *v;
+      named[idx] = true;
     } else {
       positional.push_back(w);
     }
@@ -152,7 +154,7 @@ Attempt try_sig(const CommandSignature& sig, const std::vector<std::string>& wor
         ++next;
       }
       if (!list.empty()) {
-        args[p.name] = list;
+        vals[pi] = list;
       } else if (p.required) {
         a.error = fmt::format("missing argument <{}>", p.name);
         return a;
@@ -162,7 +164,7 @@ Attempt try_sig(const CommandSignature& sig, const std::vector<std::string>& wor
     if (next < positional.size()) {
       std::string why;
       if (const auto v = convert(p, positional[next], why)) {
-        args[p.name] = *v;
+        vals[pi] = *v;
         ++next;
         continue;
       }
@@ -181,6 +183,8 @@ Attempt try_sig(const CommandSignature& sig, const std::vector<std::string>& wor
     a.error = fmt::format("unexpected argument '{}' for '{}'", positional[next], prefix);
     return a;
   }
+  for (std::size_t pi = 0; pi < sig.params.size(); ++pi)
+    if (vals[pi]) args[sig.params[pi].name] = *vals[pi];
   a.ok = MatchedCommand{&sig, std::move(args)};
   return a;
 }
