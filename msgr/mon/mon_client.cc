@@ -278,8 +278,12 @@ bool MonClient::ms_dispatch(MessageRef m) {
       // offered to the application's handler, then dropped.
       auto handler = other_handler_;
       l.unlock();
-      SIPHON_LOG(ms, 5, "mon client: dropping message type {} ({} bytes) from {}", m->get_type(),
-                 m->payload_length(), m->get_source().to_string());
+      const std::uint16_t t = m->get_type();
+      const bool known = t == kMsgConfig || t == kMsgMgrMap || t == kMsgOsdMap ||
+                         t == kMsgMonSubscribeAck || t == kMsgMonGetMap || t == kMsgMonSubscribe ||
+                         t == kMsgMonGetVersion || t == kMsgMonCommand;
+      SIPHON_LOG(ms, known ? 10 : 1, "mon client: dropping {}message type {} ({} bytes) from {}",
+                 known ? "" : "unknown ", t, m->payload_length(), m->get_source().to_string());
       if (handler) handler(*m);
       return true;
     }

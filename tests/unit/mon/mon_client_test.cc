@@ -169,3 +169,79 @@ TEST(MonClientErrors, AddressesThatCannotWork) {
 
 }  // namespace
 }  // namespace siphon::mon
+
+namespace siphon::mon {
+namespace {
+
+// A monitor played by a Siphon messenger (entity type mon, nonce 0): it
+// answers subscriptions with a MonMap, preceded by a message of a type
+// nobody knows, and version queries with epoch 42. With `break_monmap` its
+// first MonMap is malformed.
+struct FakeMon : Dispatcher {
+  explicit FakeMon(bool break_monmap) : broken_left(break_monmap ? 1 : 0) {
+    MessengerOptions o;
+    o.transport.common.async_op_threads = 1;
+    msgr = Messenger::create(make_tcp_stack(o), {entity_type::mon, 0}, o, 0);
+    msgr->set_policy(entity_type::client, Policy::stateless_server());
+    auto reg = std::make_shared<MessageRegistry>();
+    register_mon_messages(*reg);
+    msgr->set_message_registry(reg);
+    msgr->add_dispatcher_tail(this);
+    EXPECT_FALSE(msgr->bind(EntityAddrVec(EntityAddr(AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")))));
+    msgr->start();
+  }
+  ~FakeMon() override {
+    msgr->shutdown();
+    msgr->wait();
+  }
+  bool ms_dispatch(MessageRef m) override {
+    const ConnectionRef& con = m->get_connection();
+    if (m->get_type() == MMonSubscribe::kType) {
+      auto junk = make_message<Message>(0x7777);
+      junk->front().append("not for you");
+      con->send_message(junk);
+      auto mm = make_message<MMonMap>();
+      if (broken_left > 0) {
+        --broken_left;
+        mm->monmap_bl = BufferList::copy_of(std::string("\x09\x06\xff\xff\xff\x7f", 6));
+      }
+      mm->monmap.fsid = *proto::Uuid::parse("01234567-89ab-cdef-0123-456789abcdef");
+      mm->monmap.epoch = 1;
+      con->send_message(mm);
+      return true;
+    }
+    if (m->get_type() == MMonGetVersion::kType) {
+      auto r = make_message<MMonGetVersionReply>();
+      r->handle = static_cast<const MMonGetVersion&>(*m).handle;
+      r->version = 42;
+      r->oldest_version = 1;
+      con->send_message(r);
+      return true;
+    }
+    return false;
+  }
+  std::unique_ptr<Messenger> msgr;
+  std::atomic<int> broken_left;
+};
+
+TEST(MonClientFakeMon, UnknownMessagesAreDroppedAndBadOnesOnlyFaultTheSession) {
+  FakeMon fake(/*break_monmap=*/true);
+  MonClientOptions o;
+  o.mon_addrs = {fake.msgr->get_myaddrs()};
+  o.messenger.transport.common.async_op_threads = 1;
+  MonClient mc(o);
+  // The first session dies on the malformed MonMap (the messenger faults
+  // that connection); the client reconnects and the second one works.
+  const MonError e = mc.connect(20s);
+  ASSERT_FALSE(e) << e.message;
+  EXPECT_GE(mc.session_resets(), 1u);
+  const VersionResult v = mc.get_version("osdmap", 20s);
+  ASSERT_FALSE(v.error) << v.error.message;
+  EXPECT_EQ(v.version, 42u);
+  ASSERT_TRUE(mc.monmap().has_value());
+  EXPECT_EQ(mc.monmap()->fsid.to_string(), "01234567-89ab-cdef-0123-456789abcdef");
+  EXPECT_TRUE(mc.is_connected());
+}
+
+}  // namespace
+}  // namespace siphon::mon
