@@ -191,11 +191,24 @@ Attempt try_sig(const CommandSignature& sig, const std::vector<std::string>& wor
 
 }  // namespace
 
+static void parse_entry(const json& entry, std::vector<CommandSignature>& out);
+
 std::vector<CommandSignature> parse_command_descriptions(const json& table) {
   std::vector<CommandSignature> out;
   if (!table.is_object()) return out;
   for (const auto& [key, entry] : table.items()) {
-    if (!entry.is_object() || !entry.contains("sig") || !entry["sig"].is_array()) continue;
+    try {
+      parse_entry(entry, out);
+    } catch (const json::exception&) {
+      // an entry of an unexpected shape (the table comes from the peer): skipped
+    }
+  }
+  return out;
+}
+
+static void parse_entry(const json& entry, std::vector<CommandSignature>& out) {
+  {
+    if (!entry.is_object() || !entry.contains("sig") || !entry["sig"].is_array()) return;
     CommandSignature sig;
     bool ok = true;
     bool in_params = false;
@@ -206,7 +219,7 @@ std::vector<CommandSignature> parse_command_descriptions(const json& table) {
         in_params = true;
         CommandSignature::Param p;
         p.name = d["name"].get<std::string>();
-        p.type = d.value("type", std::string("CephString"));
+        p.type = d.contains("type") && d["type"].is_string() ? d["type"].get<std::string>() : "CephString";
         if (d.contains("strings") && d["strings"].is_string()) p.choices = split(d["strings"].get<std::string>(), '|');
         if (d.contains("req")) p.required = truthy(d["req"], true);
         if (d.contains("n")) p.many = d["n"].is_string() ? d["n"].get<std::string>() == "N" : false;
@@ -216,13 +229,12 @@ std::vector<CommandSignature> parse_command_descriptions(const json& table) {
         break;
       }
     }
-    if (!ok || sig.words.empty()) continue;
+    if (!ok || sig.words.empty()) return;
     if (entry.contains("help") && entry["help"].is_string()) sig.help = entry["help"].get<std::string>();
     if (entry.contains("module") && entry["module"].is_string()) sig.module = entry["module"].get<std::string>();
     if (entry.contains("flags") && entry["flags"].is_number_unsigned()) sig.flags = entry["flags"].get<unsigned>();
     out.push_back(std::move(sig));
   }
-  return out;
 }
 
 std::optional<MatchedCommand> match_command(const std::vector<CommandSignature>& sigs,

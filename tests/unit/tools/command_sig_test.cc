@@ -82,6 +82,20 @@ TEST(CommandSig, ExplainsWhatIsWrong) {
   EXPECT_NE(e.find("unknown option '--colour'"), std::string::npos) << e;
 }
 
+TEST(CommandSig, OddTablesNeverCrash) {
+  for (const char* t : {R"([1, 2])", R"({"a": 5})", R"({"a": {"sig": 5}})", R"({"a": {"sig": [{"name": 1}]}})",
+                        R"({"a": {"sig": ["x", {"name": "p", "type": 7, "strings": 3, "req": [], "n": 2}]}})",
+                        R"({"a": {"sig": ["x", {"name": "p"}, "y"]}})", R"({"a": {"sig": [], "flags": -1}})"}) {
+    const auto sigs = parse_command_descriptions(nlohmann::json::parse(t));
+    std::string e;
+    (void)match_command(sigs, {"x", "1"}, e);
+  }
+  const auto sigs = parse_command_descriptions(
+      nlohmann::json::parse(R"({"a": {"sig": ["x", {"name": "p", "type": 7, "strings": 3, "req": [], "n": 2}]}})"));
+  ASSERT_EQ(sigs.size(), 1u);
+  EXPECT_EQ(sigs[0].params[0].type, "CephString");
+}
+
 TEST(CommandSig, PythonStyleJson) {
   nlohmann::ordered_json j;
   j["prefix"] = "x";
