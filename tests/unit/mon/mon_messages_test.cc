@@ -255,7 +255,9 @@ TEST(MonMessages, MalformedPayloadsThrowAndNeverCrash) {
   register_mon_messages(reg);
   std::mt19937 rng(42);
   std::size_t threw = 0;
-  for (const auto& [type, c] : corpus) {
+  for (const auto& entry : corpus) {  // (clang 14 cannot capture structured bindings)
+    const std::uint16_t type = entry.first;
+    const Captured& c = entry.second;
     const std::string bytes = c.front.to_string();
     auto attempt = [&](const std::string& front) {
       MessageRef m = reg.create(type);
