@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <system_error>
 
 #include <boost/smart_ptr/intrusive_ptr.hpp>
@@ -57,6 +58,15 @@ class Connection : public boost::intrusive_ref_counter<Connection, boost::thread
   bool has_feature(std::uint64_t f) const { return (get_features() & f) == f; }
   // Wall time of the last KEEPALIVE2_ACK received (0 if none).
   virtual std::uint64_t last_keepalive_ack_ns() const = 0;
+  // Why this connection last faulted (code empty: it never did). Recorded
+  // before the ms_handle_refused/ms_handle_reset callbacks are queued, so a
+  // dispatcher can tell "connection refused" from "the peer requires cephx"
+  // (errc::auth_unsupported) or "the peer speaks msgr1" (errc::bad_banner).
+  struct FaultInfo {
+    std::error_code code;
+    std::string reason;
+  };
+  virtual FaultInfo last_fault() const = 0;
 
   // Application data attached to the connection (Ceph's priv).
   void set_priv(std::shared_ptr<void> p);

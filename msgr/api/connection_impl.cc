@@ -81,11 +81,17 @@ void ConnectionImpl::connect_attempt() {
         return;
       }
       if (ec || !c) {
-        if (ec == std::errc::connection_refused || ec == make_error_code(errc::connection_refused))
+        const std::error_code code = ec ? ec : make_error_code(errc::not_connected);
+        const std::string why = fmt::format("connect to {} failed: {}", target.to_string(),
+                                            ec ? ec.message() : "no connection");
+        if (ec == std::errc::connection_refused || ec == make_error_code(errc::connection_refused)) {
+          {
+            std::lock_guard l(self->info_mtx_);  // visible to ms_handle_refused
+            self->last_fault_ = FaultInfo{code, why};
+          }
           self->core_->dispatch_queue.enqueue({DispatchQueue::Kind::refused, {}, self, 0});
-        self->fault(ec ? ec : make_error_code(errc::not_connected),
-                    fmt::format("connect to {} failed: {}", target.to_string(),
-                                ec ? ec.message() : "no connection"));
+        }
+        self->fault(code, why);
         return;
       }
       self->client_hs_.emplace(self->core_->local_identity(), self->core_->policy_view(self->peer_.type),
@@ -99,7 +105,9 @@ void ConnectionImpl::attach(transport::ConnectionRef conn) {
   link_ = std::make_shared<Link>(ConnectionImplRef(this));
   conn_ = std::move(conn);
   if (paused_) conn_->pause_receive(true);
-  conn_->start(*link_, proto::Banner{});
+  proto::Banner mine;
+  if (!core_->options.ms_msgr2_rev1) mine.supported &= ~proto::Banner::kRevision1;
+  conn_->start(*link_, mine);
 }
 
 void ConnectionImpl::detach_transport() {
@@ -430,6 +438,10 @@ void ConnectionImpl::fault(std::error_code ec, std::string_view why) {
   core_->counters.faults.fetch_add(1, std::memory_order_relaxed);
   SIPHON_LOG(session, 1, "{} faulted in state {}: {} ({})", describe(), to_string(was), why,
              ec.message());
+  {
+    std::lock_guard l(info_mtx_);
+    last_fault_ = FaultInfo{ec, std::string(why)};
+  }
   detach_transport();
   if (timer_) timer_->cancel();
   if (idle_timer_) idle_timer_->cancel();
@@ -642,6 +654,11 @@ void ConnectionImpl::publish_peer() {
 EntityAddrVec ConnectionImpl::get_peer_addrs() const {
   std::lock_guard l(info_mtx_);
   return peer_addrs_info_;
+}
+
+Connection::FaultInfo ConnectionImpl::last_fault() const {
+  std::lock_guard l(info_mtx_);
+  return last_fault_;
 }
 
 entity_name_t ConnectionImpl::get_peer_name() const {

@@ -69,6 +69,7 @@ class ConnectionImpl final : public Connection {
   entity_name_t get_peer_name() const override;
   std::uint64_t get_features() const override { return features_.load(std::memory_order_acquire); }
   std::uint64_t last_keepalive_ack_ns() const override { return keepalive_ack_ns_.load(); }
+  FaultInfo last_fault() const override;
 
   // --- used by the messenger ---
   void start_connect();             // posts the first attempt
@@ -145,6 +146,7 @@ class ConnectionImpl final : public Connection {
   mutable std::mutex info_mtx_;
   EntityAddrVec peer_addrs_info_;
   entity_name_t peer_name_info_{};
+  FaultInfo last_fault_;
 
   // Cross-thread inbox.
   std::mutex inbox_mtx_;

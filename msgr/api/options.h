@@ -31,6 +31,10 @@ struct MessengerOptions {
   // Send KEEPALIVE2 on a READY connection that has been idle this long
   // (0: never; Ceph daemons do this above the messenger). Siphon extension.
   std::chrono::nanoseconds ms_keepalive_interval{0};
+  // Advertise msgr2.1 (banner feature REVISION_1). false makes every
+  // connection of this messenger use msgr2.0 frames: a peer only uses rev1
+  // when both banners carry the bit. Siphon extension (interop tests).
+  bool ms_msgr2_rev1 = true;
 
   // --- dispatch ---
   // Received bytes not yet dispatched; when exceeded, connections stop

@@ -72,9 +72,18 @@ Step ClientHandshake::on_frame(const Frame& f) {
         AuthBadMethod bad;
         std::string why;
         if (!decode(f, bad, why)) return fail(errc::decode_error, std::string(why));
+        std::string allowed;
+        for (const std::uint32_t m : bad.allowed_methods) {
+          if (!allowed.empty()) allowed += ',';
+          allowed += m == proto::kAuthMethodNone    ? std::string("none")
+                     : m == proto::kAuthMethodCephx ? std::string("cephx")
+                     : m == proto::kAuthMethodGss   ? std::string("gss")
+                                                    : std::to_string(m);
+        }
         return fail(errc::auth_unsupported,
-                    fmt::format("peer rejected auth method {} (result {}); only 'none' is available",
-                                bad.method, bad.result));
+                    fmt::format("peer rejected auth method {} (result {}); it allows [{}]; only "
+                                "'none' is available",
+                                bad.method, bad.result, allowed));
       }
       break;
     case State::sig_wait:

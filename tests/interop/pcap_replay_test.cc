@@ -46,9 +46,9 @@ void summarize(int stream, const char* dir, const std::vector<std::uint8_t>& byt
     for (std::size_t i = 0; i < f.num_segments(); ++i) line << ' ' << f.segments[i].length();
     line << " crc ok/ok";
     if (f.tag == proto::Tag::message) {
-      proto::MessageHeader2 h;
-      const std::error_code ec = proto::MessageHeader2::decode(f.segments[0], h);
-      ASSERT_FALSE(ec) << dir << " frame " << idx << ": header2: " << ec.message();
+      const proto::Result<proto::MessageHeader2> hr = proto::MessageHeader2::decode(f.segments[0]);
+      ASSERT_TRUE(hr.has_value()) << dir << " frame " << idx << ": header2: " << hr.error().message();
+      const proto::MessageHeader2& h = *hr;
       line << " msg seq " << h.seq << " tid " << h.tid << " type " << h.type << " prio " << h.priority
            << " version " << h.version << " compat " << h.compat_version << " ack " << h.ack_seq
            << " front " << f.segments[1].length() << " middle " << f.segments[2].length() << " data "

@@ -20,13 +20,14 @@ LAYERS = {
     "siphon_transport": (["msgr/transport"], ["siphon_proto"]),
     "siphon_session": (["msgr/session"], ["siphon_transport", "siphon_proto"]),
     "siphon_api": (["msgr/api"], ["siphon_session"]),
+    "siphon_mon": (["msgr/mon"], ["siphon_api"]),
     "siphon_rdma_provider": (["rdma/provider.h", "rdma/provider"], ["siphon_base"]),
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),
     "siphon_rdma_soft": (["rdma/soft"], ["siphon_rdma_provider"]),
     "siphon_rdma_transport": (["rdma/transport"], ["siphon_rdma_provider", "siphon_transport"]),
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
-    "siphon_tools": (["tools"], ["siphon_compat"]),
+    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")

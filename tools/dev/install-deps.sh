@@ -10,7 +10,7 @@ pkgs=(
   g++ clang-14 libclang-rt-14-dev
   libboost-dev libfmt-dev liburing-dev libisal-dev
   libibverbs-dev librdmacm-dev rdma-core
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   iproute2 procps
 )
 # Optional groups, selected by the caller: SIPHON_DEPS="interop rxe bench".

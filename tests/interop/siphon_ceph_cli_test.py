@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""siphon-ceph against the ceph CLI (issue 4): the same commands on the same
+throwaway mon give the same answers.
+
+  siphon_ceph_cli_test.py SIPHON_CEPH CEPH_MON_FIXTURE
+
+Starts one mon with the fixture in a temp directory, runs each check, and
+stops the mon by pid at the end (also on failure or interrupt). A mon that
+cannot be started fails the test. Prints one line per check and a closing
+"N passed, N failed" line; exits 1 if any check failed."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+SIPHON, FIXTURE = sys.argv[1], sys.argv[2]
+
+# Fields of `status -f json` that change from one call to the next, excluded
+# by name (path from the top of the document).
+STATUS_VOLATILE = {"quorum_age"}
+
+
+def run(args, timeout=60):
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout)
+    return p.returncode, p.stdout.decode(), p.stderr.decode()
+
+
+def strip(doc, names):
+    if not isinstance(doc, dict):
+        return doc
+    return {k: v for k, v in doc.items() if k not in names}
+
+
+class Checks:
+    def __init__(self, conf, mon_host):
+        self.conf, self.mon_host = conf, mon_host
+        self.passed, self.failed = 0, 0
+
+    def ceph(self, *args):
+        return run(["ceph", "-c", self.conf, "--connect-timeout", "10", *args])
+
+    def siphon(self, *args, timeout=60):
+        return run([SIPHON, "-c", self.conf, "--connect-timeout", "10", *args], timeout=timeout)
+
+    def check(self, name, fn):
+        try:
+            fn()
+            self.passed += 1
+            print(f"PASS {name}", flush=True)
+        except Exception as e:  # an assertion or a crash of the check itself
+            self.failed += 1
+            print(f"FAIL {name}: {e}", flush=True)
+
+
+def expect(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def same_json(c, words, exclude=()):
+    rc1, out1, err1 = c.ceph(*words)
+    rc2, out2, err2 = c.siphon(*words)
+    expect(rc1 == 0, f"ceph {' '.join(words)}: exit {rc1}: {err1}")
+    expect(rc2 == 0, f"siphon-ceph {' '.join(words)}: exit {rc2}: {err2}")
+    a, b = strip(json.loads(out1), exclude), strip(json.loads(out2), exclude)
+    expect(a == b, f"{' '.join(words)} differs:\nceph:   {a}\nsiphon: {b}")
+    return a
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="siphon-cli-interop-")
+    started = False
+    try:
+        p = subprocess.run([FIXTURE, "start", tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           timeout=120)
+        out = p.stdout.decode()
+        if p.returncode != 0:
+            print(f"FAIL the mon did not start:\n{out}")
+            print("0 passed, 1 failed")
+            return 1
+        started = True
+        port = int(out.split("port=")[1].split()[0])
+        c = Checks(os.path.join(tmp, "ceph.conf"), f"v2:127.0.0.1:{port}")
+        rc, _, err = c.ceph("osd", "pool", "create", "cli-interop", "8")
+        expect(rc == 0, f"ceph osd pool create: {err}")
+
+        def mon_dump_json():
+            same_json(c, ["mon", "dump", "-f", "json"])
+            same_json(c, ["mon", "dump", "-f", "json-pretty"])
+            # The status string goes to stderr, as ceph prints it.
+            expect(c.siphon("mon", "dump", "-f", "json")[2].strip() == "dumped monmap epoch 1",
+                   "status string on stderr")
+
+        def status_json():
+            same_json(c, ["status", "-f", "json"], STATUS_VOLATILE)
+
+        def status_plain():
+            rc1, out1, _ = c.ceph("status")
+            rc2, out2, _ = c.siphon("status")
+            expect(rc1 == rc2 == 0, "exit codes")
+            health = [line for line in out2.splitlines() if "health:" in line or "id:" in line]
+            expect(len(health) == 2 and all(h in out1 for h in health), f"health lines:\n{out1}\n{out2}")
+
+        def other_commands():
+            same_json(c, ["osd", "dump", "-f", "json"])
+            same_json(c, ["osd", "pool", "get", "cli-interop", "size", "-f", "json"])
+            same_json(c, ["osd", "pool", "ls", "detail", "-f", "json"])
+            same_json(c, ["mgr", "dump", "-f", "json"])
+            same_json(c, ["version", "-f", "json"])
+
+        def get_versions():
+            for what, words in (("monmap", ["mon", "dump"]), ("osdmap", ["osd", "dump"]),
+                                ("mgrmap", ["mgr", "dump"])):
+                rc, out, err = c.siphon("get-version", what, "-f", "json")
+                expect(rc == 0, f"get-version {what}: {err}")
+                mine = json.loads(out)["version"]
+                rc, out, err = c.ceph(*words, "-f", "json")
+                expect(rc == 0, f"ceph {words}: {err}")
+                theirs = json.loads(out)["epoch"]
+                expect(mine == theirs, f"{what}: siphon-ceph {mine}, ceph {theirs}")
+
+        def errors_match():
+            rc1, _, err1 = c.ceph("osd", "pool", "get", "no-such-pool", "size")
+            rc2, _, err2 = c.siphon("osd", "pool", "get", "no-such-pool", "size")
+            expect(rc1 == rc2 == 2, f"exit codes {rc1} / {rc2}")
+            expect(err1.strip() == err2.strip(), f"stderr:\n{err1}\n{err2}")
+            rc, _, err = c.siphon("osd", "pool", "frobnicate")
+            expect(rc == 22 and "no valid command" in err, f"unknown command: {rc} {err}")
+
+        def msgr20():
+            rc1, out1, _ = c.ceph("mon", "dump", "-f", "json")
+            rc2, out2, err = c.siphon("--msgr2-rev0", "--debug-ms", "5", "mon", "dump", "-f", "json")
+            expect(rc2 == 0, err)
+            expect("(msgr2 rev0," in err, "no msgr2.0 connection in the log")
+            expect(json.loads(out1) == json.loads(out2), "mon dump over msgr2.0 differs")
+
+        def minus_m():
+            rc, out, err = run([SIPHON, "-m", c.mon_host, "--connect-timeout", "10", "fsid", "-f", "json"])
+            expect(rc == 0, err)
+            expect(json.loads(out) == json.loads(c.ceph("fsid", "-f", "json")[1]), "fsid")
+
+        def v1_only_address():
+            rc, _, err = run([SIPHON, "-m", "v1:127.0.0.1:6789", "status"], timeout=20)
+            expect(rc == 1 and "msgr1 (v1) only" in err, f"{rc} {err}")
+
+        c.check("mon dump -f json / json-pretty equal to ceph's", mon_dump_json)
+        c.check("status -f json equal to ceph's (except quorum_age)", status_json)
+        c.check("status (plain): same id and health lines", status_plain)
+        c.check("osd dump, osd pool get, osd pool ls detail, mgr dump, version", other_commands)
+        c.check("get-version monmap|osdmap|mgrmap equal to ceph's epochs", get_versions)
+        c.check("errors: same exit code and message as ceph", errors_match)
+        c.check("msgr2.0 (--msgr2-rev0)", msgr20)
+        c.check("-m ADDR instead of a conf", minus_m)
+        c.check("a v1-only address is refused with a clear message", v1_only_address)
+
+        def stopped_mon():
+            subprocess.run([FIXTURE, "stop", tmp], timeout=60, check=True)
+            t0 = time.monotonic()
+            rc, _, err = c.siphon("--connect-timeout", "3", "status", timeout=30)
+            took = time.monotonic() - t0
+            expect(rc != 0, "exit 0 with the mon stopped")
+            expect("connection refused" in err and "error connecting to the cluster" in err, err)
+            expect(took < 6, f"took {took:.1f} s with --connect-timeout 3")
+
+        c.check("stopped mon: clear error and non-zero exit within --connect-timeout", stopped_mon)
+        print(f"{c.passed} passed, {c.failed} failed")
+        return 0 if c.failed == 0 else 1
+    finally:
+        if started:
+            subprocess.run([FIXTURE, "stop", tmp], timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
