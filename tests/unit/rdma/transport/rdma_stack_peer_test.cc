@@ -75,7 +75,7 @@ class RawPeer {
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
     std::uint8_t* p = mem_.data() + kRecvSize;
     h.encode(p);
-    std::memcpy(p + SendHeader::kSize, payload.data(), payload.size());
+    if (!payload.empty()) std::memcpy(p + SendHeader::kSize, payload.data(), payload.size());
     const Sge sg{addr(kRecvSize), static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), mr_->lkey()};
     SendWr wr;
     wr.wr_id = 1000;
