@@ -292,7 +292,8 @@ class CmIdImpl final : public CmId {
       const wire::CmConnect conn = c.my_conn();
       std::uint8_t buf[sizeof conn + wire::kReqPrivateData];
       std::memcpy(buf, &conn, sizeof conn);
-      std::memcpy(buf + sizeof conn, param.private_data.data(), param.private_data.size());
+      if (!param.private_data.empty())
+        std::memcpy(buf + sizeof conn, param.private_data.data(), param.private_data.size());
       h.len = static_cast<std::uint32_t>(sizeof conn + param.private_data.size());
       link->put(h, buf, h.len.value());
       c.st = CmCore::St::req_sent;
@@ -318,7 +319,8 @@ class CmIdImpl final : public CmId {
       const wire::CmConnect conn = c.my_conn();
       std::uint8_t buf[sizeof conn + wire::kRepPrivateData];
       std::memcpy(buf, &conn, sizeof conn);
-      std::memcpy(buf + sizeof conn, param.private_data.data(), param.private_data.size());
+      if (!param.private_data.empty())
+        std::memcpy(buf + sizeof conn, param.private_data.data(), param.private_data.size());
       h.len = static_cast<std::uint32_t>(sizeof conn + param.private_data.size());
       c.link->put(h, buf, h.len.value());
       c.st = CmCore::St::rep_sent;

@@ -503,7 +503,8 @@ class QpCore final : public TimerClient {
   void destroy();                          // unregisters, closes links
   void on_doorbell();
   void on_timer(TimePoint now) override;
-  void to_error();  // flushes everything outstanding
+  void to_error();     // enter_error() and flush everything outstanding
+  void enter_error();  // state ERR, requester link closed; no completions yet
   // requester side
   void fill_requests(Link& link);
   void on_response(Link& link, const wire::Header& h);  // ACK / NAK
@@ -556,7 +557,7 @@ class QpCore final : public TimerClient {
   bool queue_read(const wire::Header& h);
   void queue_ack(std::uint32_t psn);
   void queue_nak(std::uint32_t psn, wire::NakCode code);
-  void responder_fatal(std::uint32_t psn, wire::NakCode code);
+  void responder_fatal(std::uint32_t psn, wire::NakCode code, WcStatus claimed_status);
   void kick_responder();
 
   std::atomic<QpState> state_{QpState::reset};

@@ -351,6 +351,9 @@ std::size_t CqCore::poll(std::span<Wc> out) noexcept {
 
 void CqCore::arm(bool solicited_only) noexcept {
   armed_.store(solicited_only ? 2 : 1, std::memory_order_seq_cst);
+  // Pairs with push(): either the engine sees the arm, or the poll that
+  // follows this arm sees the completion.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
 std::size_t CqCore::consume_events() noexcept {

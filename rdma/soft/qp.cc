@@ -249,17 +249,20 @@ void QpCore::reset_all() {
   resp_fatal_ = false;
 }
 
-void QpCore::to_error() {
-  if (state() != QpState::err) {
-    set_state(QpState::err);
-    if (req_link_ != nullptr) {
-      req_link_->qp = nullptr;
-      req_link_->close(false);
-      req_link_ = nullptr;
-    }
-    retry_deadline_ = hold_until_ = TimePoint{};
-    rewind_pending_ = reconnect_wait_ = false;
+void QpCore::enter_error() {
+  if (state() == QpState::err) return;
+  set_state(QpState::err);
+  if (req_link_ != nullptr) {
+    req_link_->qp = nullptr;
+    req_link_->close(false);
+    req_link_ = nullptr;
   }
+  retry_deadline_ = hold_until_ = TimePoint{};
+  rewind_pending_ = reconnect_wait_ = false;
+}
+
+void QpCore::to_error() {
+  enter_error();
   flush_send_queue();
   flush_recvs();
 }

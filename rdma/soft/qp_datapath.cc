@@ -259,6 +259,8 @@ void QpCore::on_timer(TimePoint now) {
 }
 
 void QpCore::fail_oldest(WcStatus st) {
+  // The QP is in ERR before the error completion can be polled.
+  enter_error();
   sq_seen_ = sq_prod_.load(std::memory_order_acquire);
   if (done_ < sq_seen_) complete_send(done_, st);
   to_error();
@@ -424,6 +426,7 @@ void QpCore::on_response(Link& link, const wire::Header& h) {
   Engine& e = *dev.fabric.engine;
   switch (code) {
     case wire::NakCode::rnr:
+      retry_left_ = attr.retry_cnt;  // the responder is alive: transport retries start over
       if (attr.rnr_retry != 7) {
         if (rnr_left_ == 0) {
           fail_oldest(WcStatus::rnr_retry_exceeded);
@@ -599,11 +602,10 @@ void QpCore::on_request_done(Link&, const wire::Header& h, bool failed) {
       queue_nak(psn, wire::NakCode::rnr);
       return;
     case Cur::too_long:
-      recv_complete(claimed_, WcStatus::local_length_error, WcOpcode::recv, 0, false, 0, false);
-      responder_fatal(psn, wire::NakCode::invalid_request);
+      responder_fatal(psn, wire::NakCode::invalid_request, WcStatus::local_length_error);
       return;
     case Cur::access:
-      responder_fatal(psn, wire::NakCode::remote_access);
+      responder_fatal(psn, wire::NakCode::remote_access, WcStatus::flushed);
       return;
     case Cur::process:
       break;
@@ -613,12 +615,10 @@ void QpCore::on_request_done(Link&, const wire::Header& h, bool failed) {
   if (type == wire::Type::read) {
     if (!queue_read(h)) return;
   } else if (failed) {
-    if (type == wire::Type::send) {
-      recv_complete(claimed_, WcStatus::local_protection_error, WcOpcode::recv, 0, false, 0, false);
-      responder_fatal(psn, wire::NakCode::remote_op);
-    } else {
-      responder_fatal(psn, wire::NakCode::remote_access);
-    }
+    if (type == wire::Type::send)
+      responder_fatal(psn, wire::NakCode::remote_op, WcStatus::local_protection_error);
+    else
+      responder_fatal(psn, wire::NakCode::remote_access, WcStatus::flushed);
     return;
   } else if (type == wire::Type::send) {
     recv_complete(claimed_, WcStatus::success, WcOpcode::recv, h.len.value(), imm, h.imm.value(),
@@ -642,12 +642,12 @@ bool QpCore::queue_read(const wire::Header& h) {
     ok = dev.mrs.check(h.rkey.value(), pd, kRemoteRead, raddr, len) != nullptr;
   }
   if (!ok) {
-    responder_fatal(psn, wire::NakCode::remote_access);
+    responder_fatal(psn, wire::NakCode::remote_access, WcStatus::flushed);
     return false;
   }
   if (resp_reads_ >= std::max<std::uint8_t>(attr.max_dest_rd_atomic, 1) ||
       resp_count_ + 2 > resp_q_.size()) {
-    responder_fatal(psn, wire::NakCode::invalid_request);
+    responder_fatal(psn, wire::NakCode::invalid_request, WcStatus::flushed);
     return false;
   }
   Resp& r = resp_q_[(resp_head_ + resp_count_++) % resp_q_.size()];
@@ -678,10 +678,14 @@ void QpCore::queue_nak(std::uint32_t psn, wire::NakCode code) {
   kick_responder();
 }
 
-void QpCore::responder_fatal(std::uint32_t psn, wire::NakCode code) {
-  // The NAK goes out on the still-open link; then this QP enters ERR like a
-  // hardware responder after a class C error.
+void QpCore::responder_fatal(std::uint32_t psn, wire::NakCode code, WcStatus claimed_status) {
+  // The NAK goes out on the still-open link; this QP enters ERR like a
+  // hardware responder after a class C error, before the receive it had
+  // claimed completes with `claimed_status`.
   queue_nak(psn, code);
+  enter_error();
+  if (claimed_.valid)
+    recv_complete(claimed_, claimed_status, WcOpcode::recv, 0, false, 0, false);
   to_error();
   check_overrun();
 }

@@ -166,6 +166,34 @@ TEST_F(OneSide, ChannelFdWakesOnlyWhenArmed) {
   EXPECT_EQ(poll_n(*p.a.scq, 3).size(), 3u);
 }
 
+TEST_F(OneSide, SolicitedOnlyArmIgnoresUnsolicitedReceives) {
+  auto p = make_pair(s_, caps());
+  ASSERT_TRUE(p.a.qp && p.b.qp);
+  Buffer buf = make_buffer(*s_.pd, 4096, kLocalWrite);
+  auto send_one = [&](std::uint64_t id, std::uint32_t flags) {
+    Sge rs = buf.sge(0, 16);
+    RecvWr r{id, &rs, 1};
+    ASSERT_FALSE(p.b.qp->post_recv({&r, 1}, nullptr));
+    Sge ss = buf.sge(1024, 16);
+    SendWr w;
+    w.wr_id = id;
+    w.flags = kSignaled | flags;
+    w.sg_list = &ss;
+    w.num_sge = 1;
+    ASSERT_FALSE(p.a.qp->post_send({&w, 1}, nullptr));
+  };
+  CompletionQueue& rcq = *p.b.rcq;
+  ASSERT_FALSE(rcq.arm(true));
+  send_one(1, 0);
+  ASSERT_EQ(poll_n(rcq, 1).size(), 1u);
+  EXPECT_FALSE(fd_readable(rcq.channel_fd(), 50ms));
+  send_one(2, kSolicited);
+  ASSERT_TRUE(fd_readable(rcq.channel_fd(), 10s));
+  EXPECT_GE(rcq.consume_events(), 1u);
+  ASSERT_EQ(poll_n(rcq, 1).size(), 1u);
+  EXPECT_EQ(poll_n(*p.a.scq, 2).size(), 2u);
+}
+
 TEST_F(OneSide, QpStateMachine) {
   Rc rc = make_rc(s_, caps());
   ASSERT_TRUE(rc.qp);

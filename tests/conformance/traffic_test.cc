@@ -30,6 +30,9 @@ Rc connect_rc(Side& s, const QpCaps& c = caps(), const QpParams& p = {},
   EXPECT_TRUE(s.oob->send(self) && s.oob->recv(remote)) << "endpoint exchange";
   EXPECT_FALSE(bring_up(s, *rc.qp, self, remote, p));
   if (remote_out != nullptr) *remote_out = remote;
+  // Both QPs are in RTS before anything is posted: a request reaching a QP
+  // that is not yet in RTR is dropped, and costs a transport retry.
+  EXPECT_TRUE(s.oob->sync());
   return rc;
 }
 
@@ -303,6 +306,43 @@ void Rdma_AccessViolationsAreRemoteAccessErrors::b(Side& s) {
   EXPECT_EQ(noread.bytes[4095], 0);  // nothing was written past the checks
 }
 
+// A SEND longer than the receive buffer: the requester sees a remote invalid
+// request, the responder a local length error; both QPs end in ERR.
+SIPHON_TWO_SIDED(SendRecv, TooLongForTheReceiveBuffer)
+void SendRecv_TooLongForTheReceiveBuffer::a(Side& s) {
+  Rc rc = connect_rc(s);
+  ASSERT_TRUE(rc.qp);
+  Buffer buf = make_buffer(*s.pd, 4096, kLocalWrite);
+  ASSERT_TRUE(s.oob->sync());  // B's 100-byte receive is posted
+  Sge sg = buf.sge(0, 1000);
+  SendWr w;
+  w.wr_id = 5;
+  w.flags = kSignaled;
+  w.sg_list = &sg;
+  w.num_sge = 1;
+  ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr));
+  auto got = poll_n(*rc.scq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::remote_invalid_request) << describe(got[0]);
+  EXPECT_EQ(rc.qp->state(), QpState::err);
+  ASSERT_TRUE(s.oob->sync());
+}
+void SendRecv_TooLongForTheReceiveBuffer::b(Side& s) {
+  Rc rc = connect_rc(s);
+  ASSERT_TRUE(rc.qp);
+  Buffer buf = make_buffer(*s.pd, 4096, kLocalWrite);
+  Sge sg = buf.sge(0, 100);
+  RecvWr r{1, &sg, 1};
+  ASSERT_FALSE(rc.qp->post_recv({&r, 1}, nullptr));
+  ASSERT_TRUE(s.oob->sync());
+  auto got = poll_n(*rc.rcq, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].wr_id, 1u);
+  EXPECT_EQ(got[0].status, WcStatus::local_length_error) << describe(got[0]);
+  EXPECT_EQ(rc.qp->state(), QpState::err);
+  ASSERT_TRUE(s.oob->sync());
+}
+
 // ---------------------------------------------------------------- RNR
 
 SIPHON_TWO_SIDED(Rnr, SmallRetryCountEndsInRnrRetryExceeded)
@@ -470,6 +510,7 @@ void Srq_SharedByThreeQps::b(Side& s) {
     Endpoint remote;
     ASSERT_TRUE(s.oob->send(self) && s.oob->recv(remote));
     ASSERT_FALSE(bring_up(s, *rc.qp, self, remote));
+    ASSERT_TRUE(s.oob->sync());
     qps.push_back(std::move(rc));
   }
   Buffer buf = make_buffer(*s.pd, 64 * kSrqQps * kSrqMsgs, kLocalWrite);

@@ -5,6 +5,8 @@
 #include <poll.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -320,6 +322,117 @@ TEST(SoftMemory, UnmappedMemoryCannotBeRegistered) {
   EXPECT_EQ(ec, make_error_code(errc::memory_registration_failed));
   EXPECT_FALSE(pd->reg_mr(nullptr, 10, kLocalWrite, ec));
   EXPECT_EQ(ec, make_error_code(errc::invalid_argument));
+}
+
+// Whatever a peer writes to the fabric's ports, the adapter survives and keeps
+// serving its QPs.
+TEST(SoftRobustness, GarbageOnTheWireDoesNotHurtTheAdapter) {
+  Pair p(SoftOptions{});
+  const std::uint16_t qp_port = static_cast<std::uint16_t>(p.a->qp_num() >> 8);
+  std::error_code ec;
+  auto ch = p.prov->create_event_channel(ec);
+  auto lid = ch->create_id(ec);
+  ASSERT_FALSE(lid->bind(*NetAddress::parse("127.0.0.1:0")));
+  ASSERT_FALSE(lid->listen(4));
+  const std::uint16_t cm_port = lid->local_address().port();
+  auto blast = [](std::uint16_t port, const std::vector<std::uint8_t>& bytes) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    const NetAddress to = NetAddress::ipv4(0x7f000001, port);
+    ASSERT_EQ(::connect(fd, to.sockaddr_ptr(), to.sockaddr_len()), 0);
+    [[maybe_unused]] auto n = ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(5ms);
+    ::close(fd);
+  };
+  auto header = [](wire::Type t, std::uint32_t len, std::uint32_t psn = 0) {
+    wire::Header h{};
+    h.type = static_cast<wire::u8>(t);
+    h.len = len;
+    h.psn = psn;
+    std::vector<std::uint8_t> v(sizeof h);
+    std::memcpy(v.data(), &h, sizeof h);
+    return v;
+  };
+  detail::Rng rng(42);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::uint8_t> junk(1 + rng.next() % 3000);
+    for (auto& b : junk) b = static_cast<std::uint8_t>(rng.next());
+    blast(qp_port, junk);
+    blast(cm_port, junk);
+  }
+  blast(qp_port, header(wire::Type::hello, 0xFFFFFFFF));     // oversized control payload
+  blast(qp_port, header(wire::Type::send, 100));            // request before HELLO
+  blast(cm_port, header(wire::Type::cm_req, 3));            // short REQ
+  blast(cm_port, header(wire::Type::cm_rep, 0));            // REP to a listener
+  {
+    auto h = header(wire::Type::hello, sizeof(wire::Hello));
+    wire::Hello hello{};
+    hello.magic = wire::kMagic;
+    hello.version = wire::kVersion;
+    hello.dst_qpn = p.b->qp_num();
+    hello.src_qpn = 0xABCDEF;  // not B's peer: its requests must be dropped
+    h.resize(h.size() + sizeof hello);
+    std::memcpy(h.data() + sizeof(wire::Header), &hello, sizeof hello);
+    for (std::uint32_t psn = 0; psn < 4; ++psn) {
+      auto w = header(wire::Type::write, 8, psn);
+      w.resize(w.size() + 8, 0xEE);
+      h.insert(h.end(), w.begin(), w.end());
+    }
+    blast(qp_port, h);
+  }
+  // The adapter still works, and B accepted nothing from the impostor.
+  Sge sg;
+  SendWr w = p.write(1, &sg);
+  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
+  auto got = p.poll(*p.cqa, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::success);
+  EXPECT_EQ(p.b->state(), QpState::rts);
+  CmEvent ev;
+  EXPECT_FALSE(ch->get_event(ev));  // garbage never became a connect request
+}
+
+// A listener that never answers the REQ: UNREACHABLE after cm_timeout_ms.
+TEST(SoftCm, SilentPeerIsUnreachable) {
+  SoftOptions o;
+  o.cm_timeout_ms = 200;
+  auto prov = make_provider(o);
+  const int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(ls, 0);
+  NetAddress at = NetAddress::ipv4(0x7f000001, 0);
+  ASSERT_EQ(::bind(ls, at.sockaddr_ptr(), at.sockaddr_len()), 0);
+  ASSERT_EQ(::listen(ls, 4), 0);  // the kernel completes the handshake; nobody reads
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  ::getsockname(ls, reinterpret_cast<sockaddr*>(&ss), &len);
+  const NetAddress dst = NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&ss), len);
+  std::error_code ec;
+  auto ch = prov->create_event_channel(ec);
+  auto id = ch->create_id(ec);
+  ASSERT_FALSE(id->resolve_addr(nullptr, dst, 1000));
+  ASSERT_FALSE(id->resolve_route(1000));
+  auto pd = id->device()->alloc_pd(ec);
+  auto cq = id->device()->create_cq(8, ec);
+  QpInit init;
+  init.send_cq = init.recv_cq = cq.get();
+  init.caps.max_send_wr = init.caps.max_recv_wr = 4;
+  auto qp = id->create_qp(*pd, init, ec);
+  ASSERT_TRUE(qp);
+  ASSERT_FALSE(id->connect(ConnParam{}));
+  std::vector<CmEventType> seen;
+  const auto end = std::chrono::steady_clock::now() + 10s;
+  CmEvent ev;
+  while (std::chrono::steady_clock::now() < end && (seen.empty() || seen.back() == CmEventType::addr_resolved ||
+                                                    seen.back() == CmEventType::route_resolved)) {
+    if (ch->get_event(ev))
+      seen.push_back(ev.type);
+    else
+      std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[2], CmEventType::unreachable);
+  EXPECT_EQ(ev.status, make_error_code(errc::timed_out));
+  ::close(ls);
 }
 
 TEST(SoftWire, HeaderGoldenBytes) {
