@@ -131,15 +131,15 @@ void RdmaConnection::begin_connect() {
 }
 
 void RdmaConnection::on_cm_event(CmEvent& ev) {
-  SIPHON_LOG(rdma, 10, "{}: cm event {} in state {}", peer_.to_string(), to_string(ev.type), static_cast<int>(state_));
+  static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "closing", "closed"};
+  SIPHON_LOG(rdma, 10, "{}: cm event {} while {}", peer_.to_string(), to_string(ev.type),
+             kStates[static_cast<int>(state_)]);
   if (state_ == State::closed) return;
   switch (ev.type) {
-    case CmEventType::addr_resolved: {
-      const auto ec = id_->resolve_route(static_cast<int>(shared_.opts.cm_timeout.count()));
-      SIPHON_LOG(rdma, 10, "{}: resolve_route: {}", peer_.to_string(), ec.message());
-      if (ec) fail_setup(ec, "cannot resolve the route");
+    case CmEventType::addr_resolved:
+      if (const auto ec = id_->resolve_route(static_cast<int>(shared_.opts.cm_timeout.count())))
+        fail_setup(ec, "cannot resolve the route");
       return;
-    }
     case CmEventType::route_resolved: {
       if (const auto ec = create_qp()) return fail_setup(ec, "cannot create the queue pair");
       state_ = State::connecting;

@@ -253,7 +253,6 @@ std::size_t RdmaWorker::drain_cm() {
       }
     }
     ++drained;
-    SIPHON_LOG(rdma, 10, "cm event {} on id {}", to_string(event->type), static_cast<void*>(event->id));
     if (event->type == CmEventType::connect_request) {
       std::unique_ptr<CmId> nid = std::move(event->new_id);
       if (nid == nullptr) continue;
