@@ -101,7 +101,8 @@ std::error_code RdmaConnection::create_qp() {
   if (!qp_) return ec ? ec : make_error_code(errc::resource_exhausted);
   shared_.counters.qps_created.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.qps_active.fetch_add(1, std::memory_order_relaxed);
-  sq_depth_ = qp_->caps().max_send_wr;
+  // One slot stays free for the drain marker (begin_drain).
+  sq_depth_ = std::max<std::uint32_t>(qp_->caps().max_send_wr, 2) - 1;
   max_inline_ = qp_->caps().max_inline_data;
   local_ = id_->local_address();
   worker_.add_qp(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
@@ -130,15 +131,15 @@ void RdmaConnection::begin_connect() {
 }
 
 void RdmaConnection::on_cm_event(CmEvent& ev) {
-  SIPHON_LOG(rdma, 10, "{}: cm event {} in state {}", peer_.to_string(), to_string(ev.type), static_cast<int>(state_));
+  static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "closing", "closed"};
+  SIPHON_LOG(rdma, 10, "{}: cm event {} while {}", peer_.to_string(), to_string(ev.type),
+             kStates[static_cast<int>(state_)]);
   if (state_ == State::closed) return;
   switch (ev.type) {
-    case CmEventType::addr_resolved: {
-      const auto ec = id_->resolve_route(static_cast<int>(shared_.opts.cm_timeout.count()));
-      SIPHON_LOG(rdma, 10, "{}: resolve_route: {}", peer_.to_string(), ec.message());
-      if (ec) fail_setup(ec, "cannot resolve the route");
+    case CmEventType::addr_resolved:
+      if (const auto ec = id_->resolve_route(static_cast<int>(shared_.opts.cm_timeout.count())))
+        fail_setup(ec, "cannot resolve the route");
       return;
-    }
     case CmEventType::route_resolved: {
       if (const auto ec = create_qp()) return fail_setup(ec, "cannot create the queue pair");
       state_ = State::connecting;
@@ -265,7 +266,32 @@ void RdmaConnection::begin_drain() {
   queued_bytes_ = 0;
   read_queue_.clear();
   out_transfers_.clear();  // the QP is in ERR: the peer can no longer read them
+  post_drain_marker();
   finish_if_drained();
+}
+
+// Unsignaled WRs that completed before the QP went to ERR raise no
+// completion, and nothing later may be signaled to account for them (a
+// batch whose post failed part-way lost its signaled last WR). So, as
+// ib_drain_sq does, a signaled marker goes in after the QP is in ERR: its
+// flush completion comes after every earlier WR's, and retires them all.
+// A zero-length RDMA WRITE, so it could consume nothing at the peer even if
+// the QP were not in ERR after all.
+void RdmaConnection::post_drain_marker() {
+  if (!qp_ || sq_fifo_.empty() || drain_marker_posted_) return;
+  WrCtx* ctx = new_ctx(WrCtx::Kind::drain);
+  SendWr wr;
+  wr.wr_id = reinterpret_cast<std::uint64_t>(ctx);
+  wr.opcode = Opcode::rdma_write;
+  wr.flags = kSignaled;
+  std::size_t bad = 0;
+  if (const auto ec = qp_->post_send({&wr, 1}, &bad)) {
+    free_ctx(ctx);
+    SIPHON_LOG(rdma, 10, "qp {}: posting the drain marker failed ({}); retrying", qp_num(), ec.message());
+    return schedule_retry();
+  }
+  drain_marker_posted_ = true;
+  sq_fifo_.push_back(ctx);
 }
 
 bool RdmaConnection::drained() const noexcept { return !qp_ || (sq_fifo_.empty() && posted_recvs_ == 0); }

@@ -202,11 +202,22 @@ void RdmaConnection::flush_batch() {
   }
   batch_.back().flags |= kSignaled;  // every batch ends signaled: buffers come back promptly
   unsignaled_ = 0;
+  const std::size_t n = batch_.size();
   std::size_t bad = 0;
   const std::error_code ec = qp_->post_send(batch_, &bad);
   batch_.clear();
   sges_.clear();
-  if (ec) fault(ec, "posting to the send queue failed");
+  if (!ec) return;
+  // WRs from `bad` on were not posted and will never complete: they are the
+  // newest entries of sq_fifo_. Release them, or the drain waits forever.
+  for (std::size_t i = std::min(bad, n); i < n; ++i) {
+    WrCtx* e = sq_fifo_.back();
+    sq_fifo_.pop_back();
+    if (e->kind == WrCtx::Kind::send) shared_.send_pool->put(e->buf, &worker_.send_cache());
+    else if (e->transfer != nullptr) --e->transfer->reads_outstanding;
+    free_ctx(e);
+  }
+  fault(ec, "posting to the send queue failed");
 }
 
 void RdmaConnection::pump() {
@@ -310,6 +321,7 @@ void RdmaConnection::schedule_retry() {
                                const boost::system::error_code& e) {
     self->retry_pending_ = false;
     if (e) return;
+    if (self->state_ == State::closing) return self->post_drain_marker();
     self->issue_reads();
     self->pump();
   });

@@ -157,7 +157,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
 // Work-request contexts: wr_id is a pointer to one of these, owned by the
 // connection, valid until its completion has been seen.
 struct WrCtx {
-  enum class Kind : std::uint8_t { recv, send, read } kind;
+  enum class Kind : std::uint8_t { recv, send, read, drain } kind;
   PoolBuffer* buf = nullptr;
   std::uint32_t len = 0;
   struct InTransfer* transfer = nullptr;  // read: the transfer it fills
@@ -231,6 +231,7 @@ class RdmaConnection final : public transport::Connection {
   void fail_setup(std::error_code ec, std::string reason);
   void fault(std::error_code ec, std::string reason);
   void begin_drain();
+  void post_drain_marker();
   void finish_if_drained();
 
   // data path
@@ -332,6 +333,7 @@ class RdmaConnection final : public transport::Connection {
   std::vector<WrCtx*> ctx_free_;
   bool faulted_ = false;
   bool counted_active_ = false;
+  bool drain_marker_posted_ = false;
 };
 
 }  // namespace siphon::rdma

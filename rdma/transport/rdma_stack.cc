@@ -95,11 +95,20 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   s.pd = s.device->alloc_pd(ec);
   if (!s.pd) throw SetupError(ec, fmt::format("{}: cannot allocate a protection domain", name), "");
   s.registrar = std::make_unique<PdRegistrar>(*s.pd, kLocalWrite);
+  // Send slabs of 4 MiB. Receive slabs of one connection's receive set
+  // (credits + update slots), so pinned receive memory follows the number of
+  // connections exactly (docs/rdma-transport.md, Memory); with hugepages a
+  // slab is rounded to whole 2 MiB pages, so it takes as many sets as fit.
   const std::size_t per_slab = std::max<std::size_t>(1, (4u << 20) / o.buffer_size);
+  std::size_t recv_slab = s.recvs_per_qp();
+  if (o.enable_hugepage) {
+    constexpr std::size_t kHuge = 2u << 20;
+    recv_slab = ((recv_slab * o.buffer_size + kHuge - 1) / kHuge * kHuge) / o.buffer_size;
+  }
   s.send_pool = std::make_unique<BufferPool>(
       PoolConfig{"rdma-send", o.buffer_size, o.send_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
   s.recv_pool = std::make_unique<BufferPool>(
-      PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
+      PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, recv_slab, 16, o.enable_hugepage}, *s.registrar);
   s.channel = provider.create_event_channel(ec);
   if (!s.channel)
     throw SetupError(ec, fmt::format("the {} provider cannot create a connection-manager event channel", provider.name()),
@@ -244,7 +253,6 @@ std::size_t RdmaWorker::drain_cm() {
       }
     }
     ++drained;
-    SIPHON_LOG(rdma, 10, "cm event {} on id {}", to_string(event->type), static_cast<void*>(event->id));
     if (event->type == CmEventType::connect_request) {
       std::unique_ptr<CmId> nid = std::move(event->new_id);
       if (nid == nullptr) continue;

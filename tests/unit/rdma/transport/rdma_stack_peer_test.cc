@@ -1,0 +1,263 @@
+// A hostile peer: a raw provider-level client that speaks the stack's wire
+// format (ConnectInfo, SendHeader, ReadDescriptor) but lies in it. Each lie
+// must fault that one connection with a clear reason; the server stack keeps
+// serving everyone else and leaks nothing.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "rdma/transport/credits.h"
+#include "rdma/transport/wire.h"
+#include "stack_test_util.h"
+
+namespace siphon::rdma {
+namespace {
+
+using namespace test;
+
+// A client built directly on the provider seam.
+class RawPeer {
+ public:
+  static constexpr std::uint32_t kRecvSize = 4096;
+  static constexpr std::uint32_t kCredits = 8;
+
+  explicit RawPeer(Provider& prov) : prov_(prov) {}
+  ~RawPeer() {
+    if (id_) (void)id_->disconnect();
+    qp_.reset();
+    id_.reset();
+  }
+
+  ::testing::AssertionResult connect(const NetAddress& to) {
+    std::error_code ec;
+    ch_ = prov_.create_event_channel(ec);
+    if (!ch_) return fail("event channel", ec);
+    id_ = ch_->create_id(ec);
+    if (!id_) return fail("create_id", ec);
+    if ((ec = id_->resolve_addr(nullptr, to, 2000))) return fail("resolve_addr", ec);
+    if (!wait(CmEventType::addr_resolved)) return ::testing::AssertionFailure() << "no ADDR_RESOLVED";
+    if ((ec = id_->resolve_route(2000))) return fail("resolve_route", ec);
+    if (!wait(CmEventType::route_resolved)) return ::testing::AssertionFailure() << "no ROUTE_RESOLVED";
+    Device* dev = id_->device();
+    pd_ = dev->alloc_pd(ec);
+    cq_ = dev->create_cq(1024, ec);
+    if (!pd_ || !cq_) return fail("pd/cq", ec);
+    mr_ = pd_->reg_mr(mem_.data(), mem_.size(), kLocalWrite | kRemoteRead, ec);
+    if (!mr_) return fail("reg_mr", ec);
+    QpInit init;
+    init.send_cq = init.recv_cq = cq_.get();
+    init.caps.max_send_wr = 16;
+    init.caps.max_recv_wr = kCredits + kUpdateSlots;
+    qp_ = id_->create_qp(*pd_, init, ec);
+    if (!qp_) return fail("create_qp", ec);
+    // Page 0 is what the lies advertise, page 1 the send buffer, then receives.
+    for (std::uint32_t i = 0; i < kCredits + kUpdateSlots; ++i) {
+      const Sge sg{addr(kRecvSize * (2 + i)), kRecvSize, mr_->lkey()};
+      const RecvWr wr{i, &sg, 1};
+      if ((ec = qp_->post_recv({&wr, 1}, nullptr))) return fail("post_recv", ec);
+    }
+    ConnectInfo mine;
+    mine.update_slots = kUpdateSlots;
+    mine.credits = kCredits;
+    mine.recv_buffer_size = kRecvSize;
+    ConnParam param;
+    const auto b = mine.encode();
+    param.private_data.assign(b.begin(), b.end());
+    if ((ec = id_->connect(param))) return fail("connect", ec);
+    CmEvent ev;
+    if (!wait(CmEventType::established, &ev)) return ::testing::AssertionFailure() << "not established";
+    if ((ec = ConnectInfo::decode(ev.private_data, server_))) return fail("server's ConnectInfo", ec);
+    return ::testing::AssertionSuccess();
+  }
+
+  // Sends one SEND: `h` then `payload`, from page 1 of the memory.
+  ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
+    std::uint8_t* p = mem_.data() + kRecvSize;
+    h.encode(p);
+    if (!payload.empty()) std::memcpy(p + SendHeader::kSize, payload.data(), payload.size());
+    const Sge sg{addr(kRecvSize), static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), mr_->lkey()};
+    SendWr wr;
+    wr.wr_id = 1000;
+    wr.flags = kSignaled;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    if (const auto ec = qp_->post_send({&wr, 1}, nullptr)) return fail("post_send", ec);
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    Wc wc[16];
+    while (std::chrono::steady_clock::now() < end) {
+      const std::size_t n = cq_->poll(wc);
+      for (std::size_t i = 0; i < n; ++i)
+        if (wc[i].wr_id == 1000)
+          return wc[i].status == WcStatus::success ? ::testing::AssertionSuccess()
+                                                    : ::testing::AssertionFailure() << to_string(wc[i].status);
+      std::this_thread::sleep_for(1ms);
+    }
+    return ::testing::AssertionFailure() << "no send completion";
+  }
+
+  std::uint64_t addr(std::size_t off) const { return reinterpret_cast<std::uint64_t>(mem_.data() + off); }
+  std::uint32_t rkey() const { return mr_->rkey(); }
+  std::uint64_t region_bytes() const { return mem_.size(); }
+  const ConnectInfo& server_info() const { return server_; }
+
+ private:
+  static ::testing::AssertionResult fail(const char* what, std::error_code ec) {
+    return ::testing::AssertionFailure() << what << ": " << ec.message();
+  }
+  bool wait(CmEventType type, CmEvent* out = nullptr) {
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < end) {
+      CmEvent ev;
+      if (ch_->get_event(ev)) {
+        if (ev.type != type) return false;
+        if (out != nullptr) *out = std::move(ev);
+        return true;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
+
+  Provider& prov_;
+  std::unique_ptr<EventChannel> ch_;
+  std::unique_ptr<CmId> id_;
+  std::unique_ptr<ProtectionDomain> pd_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<QueuePair> qp_;
+  std::vector<std::uint8_t> mem_ = std::vector<std::uint8_t>(RawPeer::kRecvSize * (2 + kCredits + kUpdateSlots));
+  std::unique_ptr<MemoryRegion> mr_;
+  ConnectInfo server_;
+};
+
+std::vector<std::uint8_t> descriptors(std::initializer_list<ReadDescriptor> ds) {
+  std::vector<std::uint8_t> out(ds.size() * ReadDescriptor::kSize);
+  std::size_t at = 0;
+  for (const auto& d : ds) {
+    d.encode(out.data() + at);
+    at += ReadDescriptor::kSize;
+  }
+  return out;
+}
+
+struct Lie {
+  const char* name;
+  // Sends the lie through `peer`.
+  std::function<::testing::AssertionResult(RawPeer& peer)> tell;
+  std::error_code code;
+  const char* reason;  // a substring of the fault's reason
+};
+
+class HostilePeer : public ::testing::TestWithParam<Lie> {};
+
+TEST_P(HostilePeer, FaultsOnlyItsConnection) {
+  const Lie& lie = GetParam();
+  Pair p;  // the server; its client stack is the healthy bystander
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  auto raw_provider = soft::make_provider();
+  {
+    RawPeer raw(*raw_provider);
+    ASSERT_TRUE(raw.connect(p.bound));
+    Duplex bad;
+    bad.s = p.accepted.pop();
+    ASSERT_TRUE(bad.s);
+    bad.s->worker().post([&] { bad.s->start(bad.sh, proto::Banner{}); });
+    ASSERT_TRUE(lie.tell(raw));
+    ASSERT_TRUE(bad.sh.wait([&] { return bad.sh.fault.has_value(); })) << "the lie went unnoticed";
+    const auto f = bad.sh.get_fault();
+    EXPECT_EQ(f->code, lie.code) << f->code.message();
+    EXPECT_NE(f->reason.find(lie.reason), std::string::npos) << f->reason;
+    bad.close();
+  }
+  // The server still serves the bystander, both ways, and a new client.
+  on_worker(*p.cconn, [&] {
+    for (std::uint32_t i = 0; i < 50; ++i) EXPECT_FALSE(p.cconn->send(message(i, 2000, i == 7 ? 300000 : 0)));
+    return 0;
+  });
+  on_worker(*p.sconn, [&] { return p.sconn->send(message(99, 10, 0)); });
+  ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() == 50 || p.shandler.fault; }));
+  ASSERT_TRUE(p.chandler.wait([&] { return p.chandler.frames.size() == 1 || p.chandler.fault; }));
+  EXPECT_FALSE(p.shandler.get_fault());
+  {
+    std::lock_guard lk(p.shandler.mu);
+    for (std::uint32_t i = 0; i < 50; ++i) EXPECT_TRUE(is_message(p.shandler.frames[i], i, 2000, i == 7 ? 300000 : 0));
+  }
+  Duplex fresh;
+  ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, fresh));
+  fresh.close();
+  p.close_main();
+  EXPECT_TRUE(no_leaks(*p.server));
+  EXPECT_EQ(p.server->counters().snapshot().at("qps_active"), 0u);
+}
+
+SendHeader header(SendType t, std::uint32_t length, std::uint64_t id = 1, std::uint16_t credits = 0) {
+  SendHeader h;
+  h.type = t;
+  h.length = length;
+  h.id = id;
+  h.credits_returned = credits;
+  return h;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RdmaStack, HostilePeer,
+    ::testing::Values(
+        Lie{"BogusRkey",
+            [](RawPeer& r) {
+              const auto d = descriptors({{r.addr(0), r.rkey() + 0x100, 4096}});
+              return r.send(header(SendType::read_request, 4096), d);
+            },
+            make_error_code(errc::remote_access_error), "RDMA READ completed with remote access error"},
+        Lie{"AddressOutsideTheRegion",
+            [](RawPeer& r) {
+              // The right key, but 64 KiB from the start of a smaller region.
+              const auto d = descriptors({{r.addr(0), r.rkey(), 64 * 1024}});
+              return r.send(header(SendType::read_request, 64 * 1024), d);
+            },
+            make_error_code(errc::remote_access_error), "remote access error"},
+        Lie{"TransferOverTheAdvertisedLimit",
+            [](RawPeer& r) {
+              const std::uint32_t n = r.server_info().max_read + 1;
+              const auto d = descriptors({{r.addr(0), r.rkey(), n}});
+              return r.send(header(SendType::read_request, n), d);
+            },
+            make_error_code(errc::malformed_frame), "zero-copy transfer"},
+        Lie{"DescriptorsDisagreeWithTheLength",
+            [](RawPeer& r) {
+              const auto d = descriptors({{r.addr(0), r.rkey(), 100}, {r.addr(100), r.rkey(), 100}});
+              return r.send(header(SendType::read_request, 300), d);
+            },
+            make_error_code(errc::malformed_frame), "disagree"},
+        Lie{"MoreCreditsThanGranted",
+            [](RawPeer& r) {
+              const std::uint8_t byte = 'x';
+              return r.send(header(SendType::stream, 1, 0, 60000), {&byte, 1});
+            },
+            make_error_code(errc::malformed_frame), "more credits than it was granted"},
+        Lie{"ReadDoneForNothing",
+            [](RawPeer& r) { return r.send(header(SendType::read_done, 0, 77)); },
+            make_error_code(errc::malformed_frame), "read_done for a transfer that does not exist"},
+        Lie{"UnknownSendType",
+            [](RawPeer& r) {
+              SendHeader h = header(SendType::stream, 0);
+              h.type = static_cast<SendType>(9);
+              return r.send(h);
+            },
+            make_error_code(errc::malformed_frame), "malformed SEND"},
+        Lie{"StreamLengthLies",
+            [](RawPeer& r) {
+              const std::uint8_t bytes[4] = {1, 2, 3, 4};
+              return r.send(header(SendType::stream, 4000), bytes);
+            },
+            make_error_code(errc::malformed_frame), "malformed SEND"},
+        Lie{"NotMsgr2",
+            [](RawPeer& r) {
+              const char junk[] = "GET / HTTP/1.1\r\n\r\n";
+              return r.send(header(SendType::stream, sizeof junk - 1),
+                            {reinterpret_cast<const std::uint8_t*>(junk), sizeof junk - 1});
+            },
+            make_error_code(errc::bad_banner), ""}),
+    [](const ::testing::TestParamInfo<Lie>& i) { return std::string(i.param.name); });
+
+}  // namespace
+}  // namespace siphon::rdma

@@ -1,0 +1,131 @@
+// Many connections between two stacks: pinned memory follows the credits,
+// and connect/exchange/close churn leaks no connection, QP, pool buffer,
+// registration or file descriptor.
+#include <gtest/gtest.h>
+
+#include <iostream>
+
+#include "stack_test_util.h"
+
+namespace siphon::rdma {
+namespace {
+
+using namespace test;
+
+// Each end sends `n` frames to the other; returns once both have them all.
+::testing::AssertionResult exchange(Duplex& d, std::uint32_t n, std::uint32_t seed) {
+  on_worker(*d.c, [&] {
+    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.c->send(message(seed + i, 1500, 0)));
+    return 0;
+  });
+  on_worker(*d.s, [&] {
+    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.s->send(message(seed + i, 700, 0)));
+    return 0;
+  });
+  if (!d.sh.wait([&] { return d.sh.frames.size() >= n || d.sh.fault; }) ||
+      !d.ch.wait([&] { return d.ch.frames.size() >= n || d.ch.fault; }))
+    return ::testing::AssertionFailure() << "frames missing";
+  if (d.sh.get_fault()) return ::testing::AssertionFailure() << "server end: " << d.sh.get_fault()->reason;
+  if (d.ch.get_fault()) return ::testing::AssertionFailure() << "client end: " << d.ch.get_fault()->reason;
+  std::scoped_lock lk(d.sh.mu, d.ch.mu);
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (!is_message(d.sh.frames[i], seed + i, 1500, 0) || !is_message(d.ch.frames[i], seed + i, 700, 0))
+      return ::testing::AssertionFailure() << "frame " << i << " damaged";
+  return ::testing::AssertionSuccess();
+}
+
+RdmaOptions many_options() {
+  RdmaOptions o = small_options();
+  // A worker's CQ reserves send_queue_depth + credits + 2 entries per QP:
+  // 64 connections on 2 workers need 32 x 74 <= cq_depth (8192).
+  o.send_queue_depth = 64;
+  return o;
+}
+
+TEST(RdmaStackScale, SixtyFourConnectionsPinOnlyWhatTheirCreditsNeed) {
+  const RdmaOptions o = many_options();
+  Pair p(o);
+  constexpr std::size_t kConns = 64;
+  std::vector<std::unique_ptr<Duplex>> ds;
+  for (std::size_t i = 0; i < kConns; ++i) {
+    ds.push_back(std::make_unique<Duplex>());
+    ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, *ds.back())) << "connection " << i;
+  }
+  EXPECT_EQ(p.client->connection_count(), kConns);
+  EXPECT_EQ(p.server->connection_count(), kConns);
+  for (std::size_t i = 0; i < kConns; ++i)
+    ASSERT_TRUE(exchange(*ds[i], 20, static_cast<std::uint32_t>(i * 100))) << "connection " << i;
+  // (credits + 2 update slots) receive buffers per connection, plus the
+  // send pool (its cap: it is shared by every connection of the stack).
+  const std::size_t per_conn = (o.credits + 2) * o.buffer_size;
+  const std::size_t send_pool = o.send_buffers * o.buffer_size;
+  for (const RdmaStack* s : {p.client.get(), p.server.get()}) {
+    EXPECT_LE(s->registered_bytes(), per_conn * kConns + send_pool) << "pinned memory beyond what credits need";
+    EXPECT_GE(s->registered_bytes(), per_conn * kConns) << "every connection's receives are registered";
+  }
+  for (auto& d : ds) d->close();
+  ds.clear();
+  EXPECT_TRUE(no_leaks(*p.client));
+  EXPECT_TRUE(no_leaks(*p.server));
+  EXPECT_EQ(p.client->counters().snapshot().at("qps_active"), 0u);
+  EXPECT_EQ(p.server->counters().snapshot().at("qps_active"), 0u);
+}
+
+TEST(RdmaStackScale, ChurnLeaksNothing) {
+  const RdmaOptions o = many_options();
+  Pair p(o);
+  constexpr std::size_t kPerRound = 8;
+  const auto duration = std::chrono::seconds(20);
+  std::size_t fds_after_first = 0, registered_after_first = 0;
+  std::size_t rounds = 0, opened = 0;
+  const auto end = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < end) {
+    {
+      std::vector<std::unique_ptr<Duplex>> ds;
+      for (std::size_t i = 0; i < kPerRound; ++i) {
+        ds.push_back(std::make_unique<Duplex>());
+        ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, *ds.back())) << "round " << rounds;
+        ++opened;
+      }
+      for (std::size_t i = 0; i < kPerRound; ++i)
+        ASSERT_TRUE(exchange(*ds[i], 10, static_cast<std::uint32_t>(rounds * 1000 + i * 10))) << "round " << rounds;
+      // Half are closed by the client, half by the server (the other end
+      // learns of it through DISCONNECTED).
+      for (std::size_t i = 0; i < kPerRound; ++i) {
+        auto& d = *ds[i];
+        close_sync(i % 2 == 0 ? d.c : d.s);
+        Collector& other = i % 2 == 0 ? d.sh : d.ch;
+        ASSERT_TRUE(other.wait([&] { return other.fault.has_value(); })) << "round " << rounds;
+        d.close();
+      }
+    }
+    ASSERT_TRUE(no_leaks(*p.client)) << "round " << rounds;
+    ASSERT_TRUE(no_leaks(*p.server)) << "round " << rounds;
+    ASSERT_EQ(p.client->counters().snapshot().at("qps_active"), 0u);
+    ASSERT_EQ(p.server->counters().snapshot().at("qps_active"), 0u);
+    const std::size_t fds = open_fds();
+    const std::size_t reg = p.client->registered_bytes() + p.server->registered_bytes();
+    if (rounds == 0) {
+      fds_after_first = fds;
+      registered_after_first = reg;
+    } else {
+      // The fabric's sockets of a closed connection may take a moment to go.
+      ASSERT_TRUE(eventually([&] { return open_fds() <= fds_after_first; }, 5s))
+          << "round " << rounds << ": " << open_fds() << " fds open, " << fds_after_first << " after round 0";
+      // Buffers freed on one worker may sit in its cache (at most two
+      // batches of 16) while another worker grows the pool: per stack, per
+      // pool and per worker.
+      const std::size_t kStacks = 2, kPools = 2;
+      const std::size_t slack = kStacks * kPools * o.common.async_op_threads * 2 * 16 * o.buffer_size;
+      ASSERT_LE(reg, registered_after_first + slack) << "round " << rounds << ": registrations grow";
+    }
+    ++rounds;
+  }
+  RecordProperty("rounds", static_cast<int>(rounds));
+  EXPECT_GE(rounds, 3u);
+  EXPECT_EQ(p.client->counters().snapshot().at("connections_created"), opened);
+  std::cout << "[          ] " << rounds << " rounds, " << opened << " connections\n";
+}
+
+}  // namespace
+}  // namespace siphon::rdma
