@@ -317,7 +317,12 @@ struct CmEvent {
   CmId* id = nullptr;                 // the id the event is about
   std::unique_ptr<CmId> new_id;       // connect_request: the id for the new connection
   std::error_code status;             // for *_error, unreachable, rejected
-  std::vector<std::uint8_t> private_data;  // connect_request, established, rejected
+  // connect_request, established, rejected: starts with the bytes the peer
+  // sent, but may be longer. rdma_cm over IB/RoCE delivers the whole CM field
+  // zero-padded (56 bytes for connect_request, 196 for established, 148 for
+  // rejected): the sender's length does not cross the wire, so a protocol
+  // carried in private data must encode its own length.
+  std::vector<std::uint8_t> private_data;
   ConnParam param;                    // connect_request: the initiator's values
 };
 

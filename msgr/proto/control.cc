@@ -324,8 +324,8 @@ Result<AuthNonePayload> AuthNonePayload::decode(const BufferList& payload) {
   AuthNonePayload v;
   v.mode = d.u8("auth mode");
   if (d.ok() && (v.mode < kAuthModeAuthorizer || v.mode > kAuthModeMonMax))
-    d.fail("auth mode is neither AUTHORIZER (1..9) nor MON (10..19)", "auth mode", v.mode,
-           kAuthModeMonMax);
+    d.fail_at(0, "auth mode is neither AUTHORIZER (1..9) nor MON (10..19)", "auth mode", v.mode,
+              kAuthModeMonMax);
   proto::decode(d, v.name);
   v.global_id = d.u64("global_id");
   if (!d.ok()) return d.error();

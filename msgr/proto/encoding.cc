@@ -67,11 +67,15 @@ Encoder::Struct Encoder::start_struct(std::uint8_t struct_v, std::uint8_t struct
   u8(struct_compat);
   const std::size_t len_at = buf_.size();
   u32(0);  // struct_len, patched by Struct::finish()
-  return Struct(this, len_at, length());
+  return Struct(this, len_at, length(), generation_);
 }
 
 void Encoder::Struct::finish() noexcept {
   if (enc_ == nullptr) return;
+  if (enc_->generation_ != generation_) {
+    enc_ = nullptr;  // the bytes it would patch were already handed out
+    return;
+  }
   enc_->patch_u32(len_at_, static_cast<std::uint32_t>(enc_->length() - body_start_));
   enc_ = nullptr;
 }
@@ -91,6 +95,7 @@ void Encoder::append_to(BufferList& out) {
   buf_.clear();
   shared_.clear();
   shared_bytes_ = 0;
+  ++generation_;
 }
 
 BufferList Encoder::take() {
@@ -116,8 +121,14 @@ void Decoder::fail(std::string_view reason, std::string_view field) {
 
 void Decoder::fail(std::string_view reason, std::string_view field, std::uint64_t value,
                    std::uint64_t limit) {
+  fail_at(cur_.position(), reason, field, value, limit);
+}
+
+void Decoder::fail_at(std::size_t offset, std::string_view reason, std::string_view field,
+                      std::uint64_t value, std::uint64_t limit) {
   if (failed_) return;
   fail(reason, field);
+  err_.offset = offset;
   err_.value = value;
   err_.limit = limit;
   err_.has_numbers = true;
@@ -185,10 +196,11 @@ void Decoder::skip(std::size_t len, std::string_view field) {
 }
 
 std::string Decoder::string(std::string_view field) {
+  const std::size_t at = cur_.position();
   const std::uint32_t len = u32(field);
   if (failed_) return {};
   if (len > remaining()) {
-    fail("length exceeds remaining bytes", field, len, remaining());
+    fail_at(at, "length exceeds remaining bytes", field, len, remaining());
     return {};
   }
   std::string s(len, '\0');
@@ -197,10 +209,11 @@ std::string Decoder::string(std::string_view field) {
 }
 
 BufferList Decoder::blob(std::string_view field) {
+  const std::size_t at = cur_.position();
   const std::uint32_t len = u32(field);
   if (failed_) return {};
   if (len > remaining()) {
-    fail("length exceeds remaining bytes", field, len, remaining());
+    fail_at(at, "length exceeds remaining bytes", field, len, remaining());
     return {};
   }
   BufferList out;
@@ -216,15 +229,16 @@ BufferList Decoder::raw_list(std::size_t len, std::string_view field) {
 }
 
 std::uint32_t Decoder::count(std::size_t min_element_size, std::string_view field) {
+  const std::size_t at = cur_.position();
   const std::uint32_t n = u32(field);
   if (failed_) return 0;
   if (n > limits_.max_elements) {
-    fail("count exceeds the decoder's element limit", field, n, limits_.max_elements);
+    fail_at(at, "count exceeds the decoder's element limit", field, n, limits_.max_elements);
     return 0;
   }
   const std::size_t fit = remaining() / std::max<std::size_t>(min_element_size, 1);
   if (n > fit) {
-    fail("count exceeds what the remaining bytes can hold", field, n, fit);
+    fail_at(at, "count exceeds what the remaining bytes can hold", field, n, fit);
     return 0;
   }
   return n;
@@ -235,17 +249,19 @@ Decoder::StructHeader Decoder::begin_struct(std::uint8_t max_v, std::string_view
   h.outer_limit = limit_;
   h.outer_depth = depth_;
   push(name);
+  const std::size_t at = cur_.position();
   h.struct_v = u8("struct_v");
   h.struct_compat = u8("struct_compat");
   h.struct_len = u32("struct_len");
   if (failed_) return h;
   if (h.struct_compat > max_v) {
-    fail("struct_compat is newer than this decoder supports", "struct_compat", h.struct_compat,
-         max_v);
+    fail_at(at + 1, "struct_compat is newer than this decoder supports", "struct_compat",
+            h.struct_compat, max_v);
     return h;
   }
   if (h.struct_len > remaining()) {
-    fail("struct_len exceeds remaining bytes", "struct_len", h.struct_len, remaining());
+    fail_at(at + 2, "struct_len exceeds remaining bytes", "struct_len", h.struct_len,
+            remaining());
     return h;
   }
   h.has_len = true;
@@ -264,11 +280,12 @@ Decoder::StructHeader Decoder::begin_struct_legacy(std::uint8_t max_v, std::uint
   h.struct_v = u8("struct_v");
   if (failed_) return h;
   if (h.struct_v >= compatv) {
+    const std::size_t at = cur_.position();
     h.struct_compat = u8("struct_compat");
     if (failed_) return h;
     if (h.struct_compat > max_v) {
-      fail("struct_compat is newer than this decoder supports", "struct_compat",
-           h.struct_compat, max_v);
+      fail_at(at, "struct_compat is newer than this decoder supports", "struct_compat",
+              h.struct_compat, max_v);
       return h;
     }
   } else if (skip_v > 0) {
@@ -276,10 +293,11 @@ Decoder::StructHeader Decoder::begin_struct_legacy(std::uint8_t max_v, std::uint
     if (failed_) return h;
   }
   if (h.struct_v >= lenv) {
+    const std::size_t at = cur_.position();
     h.struct_len = u32("struct_len");
     if (failed_) return h;
     if (h.struct_len > remaining()) {
-      fail("struct_len exceeds remaining bytes", "struct_len", h.struct_len, remaining());
+      fail_at(at, "struct_len exceeds remaining bytes", "struct_len", h.struct_len, remaining());
       return h;
     }
     h.has_len = true;

@@ -51,7 +51,7 @@ struct DecodeError {
   std::error_code code = errc::decode_error;
   std::string_view reason;   ///< what was wrong, e.g. "length exceeds remaining bytes"
   std::string_view field;    ///< the field being read, e.g. "sockaddr length" (may be empty)
-  std::size_t offset = 0;    ///< byte offset in the input where it was detected
+  std::size_t offset = 0;    ///< byte offset in the input of the offending field
   std::uint64_t value = 0;   ///< the offending number (a length, count, version), if any
   std::uint64_t limit = 0;   ///< what it was checked against, if any
   bool has_numbers = false;
@@ -103,6 +103,9 @@ class Encoder {
   static constexpr std::size_t kShareThreshold = 512;
 
   Encoder() { buf_.reserve(128); }
+  // Open Struct guards point at their encoder: not copyable or movable.
+  Encoder(const Encoder&) = delete;
+  Encoder& operator=(const Encoder&) = delete;
 
   void u8(std::uint8_t v) { buf_.push_back(static_cast<std::byte>(v)); }
   void u16(std::uint16_t v) { put_le(v); }
@@ -138,19 +141,23 @@ class Encoder {
    public:
     Struct(const Struct&) = delete;
     Struct& operator=(const Struct&) = delete;
-    Struct(Struct&& o) noexcept : enc_(std::exchange(o.enc_, nullptr)), len_at_(o.len_at_), body_start_(o.body_start_) {}
+    Struct(Struct&& o) noexcept
+        : enc_(std::exchange(o.enc_, nullptr)), len_at_(o.len_at_), body_start_(o.body_start_),
+          generation_(o.generation_) {}
     Struct& operator=(Struct&&) = delete;
     ~Struct() { finish(); }
-    /// Patches struct_len; idempotent.
+    /// Patches struct_len; idempotent. Does nothing if the encoding was
+    /// taken (take()/append_to()) while the struct was still open.
     void finish() noexcept;
 
    private:
     friend class Encoder;
-    Struct(Encoder* enc, std::size_t len_at, std::size_t body_start) noexcept
-        : enc_(enc), len_at_(len_at), body_start_(body_start) {}
+    Struct(Encoder* enc, std::size_t len_at, std::size_t body_start, std::uint64_t gen) noexcept
+        : enc_(enc), len_at_(len_at), body_start_(body_start), generation_(gen) {}
     Encoder* enc_;
     std::size_t len_at_;      // index of struct_len in buf_
     std::size_t body_start_;  // logical length right after struct_len
+    std::uint64_t generation_;
   };
   [[nodiscard]] Struct start_struct(std::uint8_t struct_v, std::uint8_t struct_compat);
 
@@ -189,6 +196,7 @@ class Encoder {
   std::vector<std::byte> buf_;
   std::vector<Shared> shared_;
   std::size_t shared_bytes_ = 0;
+  std::uint64_t generation_ = 0;  // bumped by take()/append_to()
 };
 
 // ---------------------------------------------------------------------------
@@ -296,6 +304,10 @@ class Decoder {
   void fail(std::string_view reason, std::string_view field = {});
   void fail(std::string_view reason, std::string_view field, std::uint64_t value,
             std::uint64_t limit);
+  /// As fail(), reporting `offset` (typically where the offending field
+  /// starts) instead of the current position.
+  void fail_at(std::size_t offset, std::string_view reason, std::string_view field,
+               std::uint64_t value, std::uint64_t limit);
 
   /// Generic entry point: decode(*this, v).
   template <class T>
@@ -325,6 +337,14 @@ struct UTime {
   std::uint32_t sec = 0;
   std::uint32_t nsec = 0;
   friend bool operator==(const UTime&, const UTime&) = default;
+  /// From nanoseconds since the epoch (seconds truncated to 32 bits, as Ceph).
+  static constexpr UTime from_nanoseconds(std::uint64_t ns) noexcept {
+    return UTime{static_cast<std::uint32_t>(ns / 1'000'000'000u),
+                 static_cast<std::uint32_t>(ns % 1'000'000'000u)};
+  }
+  constexpr std::uint64_t nanoseconds() const noexcept {
+    return std::uint64_t{sec} * 1'000'000'000u + nsec;
+  }
   /// "1796529372.000000000"
   std::string to_string() const;
 };
@@ -352,6 +372,7 @@ inline void encode(Encoder& e, std::int64_t v) { e.s64(v); }
 inline void encode(Encoder& e, bool v) { e.boolean(v); }
 inline void encode(Encoder& e, const std::string& v) { e.string(v); }
 inline void encode(Encoder& e, std::string_view v) { e.string(v); }
+inline void encode(Encoder& e, const char* v) { e.string(v); }
 inline void encode(Encoder& e, const BufferList& v) { e.blob(v); }
 inline void encode(Encoder& e, const UTime& v) {
   e.u32(v.sec);

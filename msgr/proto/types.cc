@@ -128,6 +128,7 @@ void decode_addr2_body(Decoder& d, EntityAddr& a) {
   d.versioned(1, "entity_addr_t", [&](const Decoder::StructHeader&) {
     a.type = static_cast<AddrType>(d.u32("addr type"));
     a.nonce = d.u32("nonce");
+    const std::size_t elen_at = d.position();
     const std::uint32_t elen = d.u32("sockaddr length");
     if (!d.ok()) return;
     if (elen == 0) {
@@ -135,23 +136,26 @@ void decode_addr2_body(Decoder& d, EntityAddr& a) {
       return;
     }
     if (elen < 2) {
-      d.fail("sockaddr length is smaller than its family field", "sockaddr length", elen, 2);
+      d.fail_at(elen_at, "sockaddr length is smaller than its family field", "sockaddr length",
+                elen, 2);
       return;
     }
     if (elen > d.remaining()) {
-      d.fail("sockaddr length exceeds the struct", "sockaddr length", elen, d.remaining());
+      d.fail_at(elen_at, "sockaddr length exceeds the struct", "sockaddr length", elen,
+                d.remaining());
       return;
     }
+    const std::size_t family_at = d.position();
     const std::uint16_t family = d.u16("sockaddr family");  // little-endian here (§15.7)
     std::uint32_t max_len = kSockaddrUnionLen;
     if (family == AF_INET) max_len = sizeof(sockaddr_in);
     else if (family != AF_INET6 && family != AF_UNSPEC) {
-      d.fail("unsupported sockaddr family", "sockaddr family", family, AF_INET6);
+      d.fail_at(family_at, "unsupported sockaddr family", "sockaddr family", family, AF_INET6);
       return;
     }
     if (elen > max_len) {
-      d.fail("sockaddr length exceeds the family's sockaddr size", "sockaddr length", elen,
-             max_len);
+      d.fail_at(elen_at, "sockaddr length exceeds the family's sockaddr size", "sockaddr length",
+                elen, max_len);
       return;
     }
     std::array<std::uint8_t, kSockaddrUnionLen> rest{};
@@ -165,13 +169,15 @@ void decode_legacy_body(Decoder& d, EntityAddr& a) {
   // The marker was the first byte of a u32 type written as 0.
   d.skip(3, "legacy addr type");
   a.nonce = d.u32("nonce");
+  const std::size_t family_at = d.position();
   std::array<std::uint8_t, kLegacyStorageLen> ss{};
   d.raw(ss.data(), ss.size(), "legacy sockaddr_storage");
   if (!d.ok()) return;
   const auto family = static_cast<std::uint16_t>((ss[0] << 8) | ss[1]);  // big-endian here
   const auto addr = make_address(family, ss.data() + 2, kSockaddrUnionLen - 2);
   if (!addr) {
-    d.fail("unsupported sockaddr family in legacy address", "sockaddr family", family, AF_INET6);
+    d.fail_at(family_at, "unsupported sockaddr family in legacy address", "sockaddr family",
+              family, AF_INET6);
     return;
   }
   a.addr = *addr;
@@ -359,6 +365,7 @@ void encode(Encoder& e, const EntityAddr& a) { a.encode(e); }
 
 void decode(Decoder& d, EntityAddr& a) {
   a = EntityAddr{};
+  const std::size_t marker_at = d.position();
   const std::uint8_t marker = d.u8("entity_addr_t marker");
   if (!d.ok()) return;
   if (marker == kMarkerAddr2) {
@@ -366,8 +373,8 @@ void decode(Decoder& d, EntityAddr& a) {
   } else if (marker == kMarkerLegacy) {
     decode_legacy_body(d, a);
   } else {
-    d.fail("bad marker (expected 1, or 0 for the legacy form)", "entity_addr_t marker", marker,
-           kMarkerAddr2);
+    d.fail_at(marker_at, "bad marker (expected 1, or 0 for the legacy form)",
+              "entity_addr_t marker", marker, kMarkerAddr2);
   }
 }
 
@@ -452,6 +459,8 @@ void encode(Encoder& e, const EntityAddrVec& v) { v.encode(e); }
 
 void decode(Decoder& d, EntityAddrVec& v) {
   v.addrs.clear();
+  Decoder::Scope scope(d, "entity_addrvec_t");
+  const std::size_t marker_at = d.position();
   const std::uint8_t marker = d.u8("entity_addrvec_t marker");
   if (!d.ok()) return;
   if (marker == kMarkerLegacy || marker == kMarkerAddr2) {
@@ -462,8 +471,8 @@ void decode(Decoder& d, EntityAddrVec& v) {
     return;
   }
   if (marker != kMarkerAddrVec) {
-    d.fail("bad marker (expected 2, or 0/1 for a single address)", "entity_addrvec_t marker",
-           marker, kMarkerAddrVec);
+    d.fail_at(marker_at, "bad marker (expected 2, or 0/1 for a single address)",
+              "entity_addrvec_t marker", marker, kMarkerAddrVec);
     return;
   }
   const std::uint32_t n = d.count(MinEncodedSize<EntityAddr>::value, "entity_addrvec_t count");

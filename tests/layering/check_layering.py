@@ -27,6 +27,7 @@ LAYERS = {
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
     "siphon_tools": (["tools"], ["siphon_compat"]),
+    "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

@@ -17,7 +17,7 @@ pkgs=(
 for group in ${SIPHON_DEPS:-}; do
   case "$group" in
     interop) pkgs+=(ceph-mon ceph-common) ;;
-    rxe)     pkgs+=(qemu-system-x86 busybox-static kmod cpio) ;;
+    rxe)     pkgs+=(qemu-system-x86 busybox-static kmod cpio ibverbs-utils rdmacm-utils) ;;
     bench)   pkgs+=(iperf3 sockperf) ;;
     *) echo "install-deps: unknown group '$group' (known: interop rxe bench)" >&2; exit 2 ;;
   esac
@@ -40,5 +40,5 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}"
+apt-get -o DPkg::Lock::Timeout=600 update -qq
+apt-get -o DPkg::Lock::Timeout=600 install -y -qq --no-install-recommends "${missing[@]}"

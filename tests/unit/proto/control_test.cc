@@ -260,8 +260,10 @@ TEST(ControlMalformed, BadAddressInsideIdent) {
   auto r = ClientIdent::decode(BufferList::copy_of(bytes));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().field, "entity_addr_t marker");
-  EXPECT_EQ(r.error().offset, 6u);
-  EXPECT_EQ(r.error().message().substr(0, 36), "decode error at byte 6 in client_ide");
+  EXPECT_EQ(r.error().offset, 5u);  // the offending byte
+  EXPECT_EQ(r.error().message(),
+            "decode error at byte 5 in client_ident > entity_addrvec_t: entity_addr_t marker: "
+            "bad marker (expected 1, or 0 for the legacy form) (value 9, limit 1)");
 }
 
 TEST(ControlMalformed, OversizedCountsAndLengths) {
@@ -285,6 +287,9 @@ TEST(ControlMalformed, StructCompatTooNewInAddress) {
   auto r = Hello::decode(BufferList::copy_of(bytes));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().reason, "struct_compat is newer than this decoder supports");
+  EXPECT_EQ(r.error().offset, 3u);
+  EXPECT_EQ(r.error().depth, 2u);
+  EXPECT_EQ(r.error().context[1], "entity_addr_t");
 }
 
 TEST(ControlFrames, DecodeControlChecksTagAndSegments) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "msgr/proto/encoding.h"
@@ -37,7 +38,8 @@ TEST(Encoder, StringsAndBlobsHaveU32Length) {
   e.string("admin");
   e.blob(BufferList::copy_of("xy"));
   e.string("");
-  EXPECT_EQ(to_hex(e.take()), norm_hex("05000000 61646d696e 02000000 7879 00000000"));
+  e.put("ok");  // a literal encodes as a string
+  EXPECT_EQ(to_hex(e.take()), norm_hex("05000000 61646d696e 02000000 7879 00000000 02000000 6f6b"));
 }
 
 TEST(Encoder, Containers) {
@@ -80,6 +82,18 @@ TEST(Encoder, VersionedStructBackPatchesLength) {
   e.u8(0xbb);
   EXPECT_EQ(to_hex(e.take()),
             norm_hex("aa 03 02 0c000000 07000000 01 01 02000000 0500 bb"));
+}
+
+TEST(Encoder, TakingWhileAStructIsOpenNeverPatchesLaterBytes) {
+  Encoder e;
+  auto s = e.start_struct(1, 1);
+  e.u8(1);
+  const BufferList first = e.take();  // misuse: the struct is still open
+  EXPECT_EQ(to_hex(first), norm_hex("01 01 00 00 00 00 01"));
+  e.u32(0xaabbccdd);
+  e.u8(2);
+  s.finish();  // must not write into the new encoding
+  EXPECT_EQ(to_hex(e.take()), norm_hex("dd cc bb aa 02"));
 }
 
 TEST(Encoder, LargeBlobsAreSharedAndCountedInStructLength) {
@@ -156,6 +170,45 @@ TEST(Decoder, ReadsWhatEncoderWrote) {
   }
 }
 
+TEST(Decoder, ListPairArrayAndBigEndian) {
+  Encoder e;
+  e.put(std::list<std::int64_t>{-1, 2});
+  e.put(std::pair<std::string, std::uint32_t>{"k", 9});
+  e.put(std::array<std::uint32_t, 2>{5, 6});
+  e.put(std::array<std::uint8_t, 2>{7, 8});
+  e.be16(0x0ce4);
+  const BufferList bl = e.take();
+  Decoder d(bl);
+  std::list<std::int64_t> l;
+  std::pair<std::string, std::uint32_t> p;
+  std::array<std::uint32_t, 2> a{};
+  std::array<std::uint8_t, 2> b{};
+  d.get(l).get(p).get(a).get(b);
+  EXPECT_EQ(l, (std::list<std::int64_t>{-1, 2}));
+  EXPECT_EQ(p.first, "k");
+  EXPECT_EQ(p.second, 9u);
+  EXPECT_EQ(a, (std::array<std::uint32_t, 2>{5, 6}));
+  EXPECT_EQ(b, (std::array<std::uint8_t, 2>{7, 8}));
+  EXPECT_EQ(d.be16(), 3300);
+  EXPECT_TRUE(d.ok());
+}
+
+TEST(Decoder, FailedRawReadZeroFillsTheDestination) {
+  const BufferList bl = from_hex("01 02");
+  Decoder d(bl);
+  std::array<std::uint8_t, 4> out{9, 9, 9, 9};
+  d.raw(out.data(), out.size(), "digest");
+  EXPECT_FALSE(d.ok());
+  EXPECT_EQ(out, (std::array<std::uint8_t, 4>{}));
+}
+
+TEST(Decoder, RefusesTemporaries) {
+  // The decoder reads the list in place; binding it to a temporary would
+  // dangle, so that does not compile.
+  static_assert(!std::is_constructible_v<Decoder, BufferList&&>);
+  static_assert(std::is_constructible_v<Decoder, const BufferList&>);
+}
+
 TEST(Decoder, BoolIsAnyNonZeroByte) {
   const BufferList bl = from_hex("00 01 02 ff");
   Decoder d(bl);
@@ -191,6 +244,7 @@ TEST(Decoder, StringLengthLargerThanInputIsRejectedBeforeAllocating) {
   EXPECT_EQ(d.string("id"), "");
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().reason, "length exceeds remaining bytes");
+  EXPECT_EQ(d.error().offset, 0u);  // where the length field starts
   EXPECT_EQ(d.error().value, 0xffffffffu);
   EXPECT_EQ(d.error().limit, 2u);
   Decoder d2(bl);
@@ -284,6 +338,7 @@ TEST(Decoder, StructCompatNewerThanDecoderIsRejected) {
   EXPECT_EQ(d.error().reason, "struct_compat is newer than this decoder supports");
   EXPECT_EQ(d.error().value, 2u);
   EXPECT_EQ(d.error().limit, 1u);
+  EXPECT_EQ(d.error().offset, 1u);
   EXPECT_EQ(d.error().depth, 1u);
   EXPECT_EQ(d.error().context[0], "thing");
   // compat == max_v is fine.
@@ -299,6 +354,7 @@ TEST(Decoder, StructLenBeyondInputIsRejected) {
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.error().reason, "struct_len exceeds remaining bytes");
   EXPECT_EQ(d.error().field, "struct_len");
+  EXPECT_EQ(d.error().offset, 2u);
   EXPECT_EQ(d.error().value, 9u);
   EXPECT_EQ(d.error().limit, 4u);
 }
@@ -472,6 +528,12 @@ TEST(Uuid, ParseAndPrint) {
   Uuid back;
   d.get(back);
   EXPECT_EQ(back, *u);
+}
+
+TEST(UTime, NanosecondConversions) {
+  const UTime t = UTime::from_nanoseconds(1'796'529'372'000'000'005ull);
+  EXPECT_EQ(t, (UTime{1796529372, 5}));
+  EXPECT_EQ(t.nanoseconds(), 1'796'529'372'000'000'005ull);
 }
 
 TEST(UTime, Print) {

@@ -119,6 +119,19 @@ TEST(EntityAddr, LegacyEncodingIs136BytesWithBigEndianFamily) {
   EXPECT_TRUE(b->is_blank());
 }
 
+TEST(EntityAddr, LegacyIpv6RoundTrip) {
+  auto a = EntityAddr::parse("v1:[2001:db8::5]:6800/3");
+  ASSERT_TRUE(a);
+  Encoder e;
+  a->encode_legacy(e);
+  const BufferList enc = e.take();
+  ASSERT_EQ(enc.length(), kEntityAddrLegacySize);
+  EXPECT_EQ(to_hex(enc).substr(0, 3 * 12 - 1), norm_hex("00 00 00 00 03 00 00 00 00 0a 1a 90"));
+  auto back = decode_addr(enc);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(*back, *a);
+}
+
 TEST(EntityAddr, AnyBecomesLegacyForPreNautilusPeers) {
   const EntityAddr a(AddrType::any, NetAddress::ipv4(0x0a000001, 0), 1);
   Encoder e;

@@ -1,0 +1,95 @@
+// Wire formats of the RDMA stack (docs/rdma-transport.md §Wire):
+//
+//   ConnectInfo  the rdma-cm private data exchanged at connect and accept
+//                (versioned, 32 bytes; RC private data holds at most 56);
+//   RejectInfo   the private data of a reject, carrying a reason code;
+//   SendHeader   the 16-byte header at the start of every SEND.
+//
+// All integers little-endian. Decoders validate everything a peer sends and
+// return an error naming the problem; they never trust a length.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <system_error>
+
+namespace siphon::rdma {
+
+inline constexpr std::uint32_t kWireMagic = 0x31485053;  // "SPH1"
+inline constexpr std::uint8_t kWireVersion = 1;
+
+struct ConnectInfo {
+  static constexpr std::size_t kSize = 32;
+  std::uint8_t version = kWireVersion;
+  std::uint8_t flags = 0;               // kFlagSrq
+  std::uint16_t update_slots = 0;       // receives reserved for credit updates
+  std::uint32_t credits = 0;            // data receive buffers granted to the peer
+  std::uint32_t recv_buffer_size = 0;   // bytes of each of those buffers
+  std::uint32_t max_inline = 0;         // informational: the sender's inline limit
+  std::uint32_t max_frame = 0;          // largest msgr2 frame accepted, bytes (0 = no limit)
+  std::uint32_t zero_copy_threshold = 0;
+  std::uint32_t reserved = 0;
+  static constexpr std::uint8_t kFlagSrq = 1;
+
+  std::array<std::uint8_t, kSize> encode() const noexcept;
+  // Validates magic, version and sizes (credits >= 2, buffers >= 1 KiB, ...).
+  static std::error_code decode(std::span<const std::uint8_t> bytes, ConnectInfo& out,
+                                std::string_view* reason = nullptr) noexcept;
+};
+
+enum class RejectReason : std::uint8_t {
+  unknown = 0,
+  version_unsupported = 1,
+  bad_parameters = 2,
+  no_resources = 3,         // pools or QP limits exhausted
+  too_many_connections = 4,
+  shutting_down = 5,
+  not_listening = 6,
+};
+std::string_view to_string(RejectReason r) noexcept;
+
+struct RejectInfo {
+  static constexpr std::size_t kSize = 8;
+  RejectReason reason = RejectReason::unknown;
+  std::uint32_t detail = 0;  // e.g. the version we support
+  std::array<std::uint8_t, kSize> encode() const noexcept;
+  // False when the bytes are not a Siphon reject (e.g. a non-Siphon peer).
+  static bool decode(std::span<const std::uint8_t> bytes, RejectInfo& out) noexcept;
+};
+
+// What a SEND carries after its header.
+enum class SendType : std::uint8_t {
+  stream = 1,        // msgr2 stream bytes (banner, frames), possibly part of a frame
+  read_request = 2,  // the next `length` stream bytes are to be pulled by RDMA READ:
+                     // payload = ReadDescriptor[]
+  read_done = 3,     // transfer `id` has been pulled; the sender may release it
+  credit_update = 4, // header only; uses an update slot, not a data credit
+};
+
+struct SendHeader {
+  static constexpr std::size_t kSize = 16;
+  SendType type = SendType::stream;
+  std::uint8_t flags = 0;  // reserved, 0
+  std::uint16_t credits_returned = 0;
+  std::uint32_t length = 0;  // payload bytes after the header (read_request: stream bytes pulled)
+  std::uint64_t id = 0;      // read_request / read_done: transfer id
+
+  void encode(std::uint8_t* out) const noexcept;
+  static std::error_code decode(std::span<const std::uint8_t> bytes, SendHeader& out,
+                                std::string_view* reason = nullptr) noexcept;
+};
+
+// One remote region to pull, in a read_request payload.
+struct ReadDescriptor {
+  static constexpr std::size_t kSize = 16;
+  std::uint64_t addr = 0;
+  std::uint32_t rkey = 0;
+  std::uint32_t length = 0;
+  void encode(std::uint8_t* out) const noexcept;
+  static ReadDescriptor decode(const std::uint8_t* in) noexcept;
+};
+
+}  // namespace siphon::rdma

@@ -1,0 +1,328 @@
+// EventChannel and CmId over librdmacm.
+//
+// Every event is copied (type, status, private data, connection parameters)
+// and acknowledged with rdma_ack_cm_event before get_event returns, so no
+// rdma_destroy_id can block on an unacknowledged event. A connect request's
+// new rdma_cm_id is wrapped in a CmId owned by the event (CmEvent::new_id);
+// dropping it rejects nothing but destroys the id, so the peer sees a
+// timeout or reject from the kernel.
+//
+// A QP created with CmId::create_qp belongs to the id (rdma_create_qp): the
+// QueuePair destroys it with rdma_destroy_qp, and the id is destroyed with
+// rdma_destroy_id after that, whichever of the two C++ objects goes first.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "msgr/base/error.h"
+#include "msgr/base/log.h"
+#include "rdma/verbs/verbs_internal.h"
+
+namespace siphon::rdma::verbs::detail {
+namespace {
+
+socklen_t sockaddr_len_of(const sockaddr* sa) noexcept {
+  if (sa == nullptr) return 0;
+  if (sa->sa_family == AF_INET) return sizeof(sockaddr_in);
+  if (sa->sa_family == AF_INET6) return sizeof(sockaddr_in6);
+  return 0;
+}
+
+std::error_code cm_errno() noexcept {
+  const int err = errno;
+  if (err == 0) return errc::rdma_cm_error;
+  const std::error_code ec = from_errno(err);
+  return ec == errc::io_error ? make_error_code(errc::rdma_cm_error) : ec;
+}
+
+std::error_code check_param(const ConnParam& p, CmPrivateData use) noexcept {
+  if (p.private_data.size() > max_private_data(use)) return errc::invalid_argument;
+  if (p.retry_count > 7 || p.rnr_retry_count > 7) return errc::invalid_argument;
+  return {};
+}
+
+rdma_conn_param to_rdma(const ConnParam& p) noexcept {
+  rdma_conn_param c{};
+  c.private_data = p.private_data.empty() ? nullptr : p.private_data.data();
+  c.private_data_len = static_cast<std::uint8_t>(p.private_data.size());
+  c.responder_resources = p.responder_resources;
+  c.initiator_depth = p.initiator_depth;
+  c.flow_control = 1;
+  c.retry_count = p.retry_count;
+  c.rnr_retry_count = p.rnr_retry_count;
+  return c;
+}
+
+// Acknowledges an event when it goes out of scope, on every path.
+struct EventAck {
+  rdma_cm_event* ev = nullptr;
+  EventAck() = default;
+  EventAck(const EventAck&) = delete;
+  EventAck& operator=(const EventAck&) = delete;
+  ~EventAck() {
+    if (ev != nullptr) ::rdma_ack_cm_event(ev);
+  }
+};
+
+}  // namespace
+
+// ---------------------------------------------------------------- handles
+
+ChannelRef::~ChannelRef() {
+  if (channel != nullptr) ::rdma_destroy_event_channel(channel);
+}
+
+IdRef::~IdRef() {
+  if (id == nullptr) return;
+  if (id->qp != nullptr) ::rdma_destroy_qp(id);  // only if no QueuePair took it
+  if (::rdma_destroy_id(id) != 0)
+    SIPHON_LOG(rdma, 0, "verbs: rdma_destroy_id failed: {}", std::strerror(errno));
+}
+
+// ------------------------------------------------------------------- CmId
+
+class VerbsCmId final : public CmId {
+ public:
+  explicit VerbsCmId(std::shared_ptr<IdRef> ref) noexcept : ref_(std::move(ref)) {
+    ref_->owner = this;
+  }
+  VerbsCmId(const VerbsCmId&) = delete;
+  VerbsCmId& operator=(const VerbsCmId&) = delete;
+  // The rdma_cm id goes with the last reference: here, or with its QP.
+  ~VerbsCmId() override { ref_->owner = nullptr; }
+
+  std::error_code bind(const NetAddress& addr) override {
+    if (::rdma_bind_addr(id(), const_cast<sockaddr*>(addr.sockaddr_ptr())) == 0) return {};
+    const int err = errno;
+    const auto ec = cm_errno();
+    SIPHON_LOG(rdma, 1, "verbs: rdma_bind_addr({}) failed: {}{}", addr.to_string(),
+               std::strerror(err),
+               err == ENODEV || err == EADDRNOTAVAIL
+                   ? ": the address must belong to an RDMA device's netdev (rdma link show)"
+                   : "");
+    return ec;
+  }
+
+  std::error_code listen(int backlog) override {
+    return ::rdma_listen(id(), backlog) == 0 ? std::error_code{} : cm_errno();
+  }
+
+  std::error_code resolve_addr(const NetAddress* src, const NetAddress& dst,
+                               int timeout_ms) override {
+    sockaddr* s = src != nullptr ? const_cast<sockaddr*>(src->sockaddr_ptr()) : nullptr;
+    return ::rdma_resolve_addr(id(), s, const_cast<sockaddr*>(dst.sockaddr_ptr()), timeout_ms) == 0
+               ? std::error_code{}
+               : cm_errno();
+  }
+
+  std::error_code resolve_route(int timeout_ms) override {
+    return ::rdma_resolve_route(id(), timeout_ms) == 0 ? std::error_code{} : cm_errno();
+  }
+
+  Device* device() noexcept override {
+    ibv_context* ctx = id()->verbs;
+    if (ctx == nullptr) return nullptr;
+    if (device_ && device_->context() == ctx) return device_.get();
+    try {
+      std::error_code ec;
+      // librdmacm owns the context (it stays open for the process).
+      auto dev = VerbsDevice::open(std::make_shared<ContextRef>(ctx, /*owned=*/false), ec);
+      if (!dev) return nullptr;
+      if (device_) retired_.push_back(std::move(device_));  // keep handed-out pointers valid
+      device_ = std::move(dev);
+    } catch (...) {
+      return nullptr;
+    }
+    return device_.get();
+  }
+
+  std::uint8_t port_num() const noexcept override { return ref_->id->port_num; }
+
+  std::unique_ptr<QueuePair> create_qp(ProtectionDomain& pd, const QpInit& init,
+                                       std::error_code& ec) override {
+    auto* vpd = dynamic_cast<VerbsPd*>(&pd);
+    if (vpd == nullptr || id()->verbs == nullptr) {
+      SIPHON_LOG(rdma, 1,
+                 "verbs: CmId::create_qp needs a verbs PD and an id with a device (bind or "
+                 "resolve the address first)");
+      ec = errc::invalid_argument;
+      return nullptr;
+    }
+    return create_rc_qp(vpd->ref(), init, ref_, ec);
+  }
+
+  std::error_code connect(const ConnParam& param) override {
+    if (auto ec = check_param(param, CmPrivateData::connect)) return ec;
+    rdma_conn_param c = to_rdma(param);
+    return ::rdma_connect(id(), &c) == 0 ? std::error_code{} : cm_errno();
+  }
+
+  std::error_code accept(const ConnParam& param) override {
+    if (auto ec = check_param(param, CmPrivateData::accept)) return ec;
+    rdma_conn_param c = to_rdma(param);
+    return ::rdma_accept(id(), &c) == 0 ? std::error_code{} : cm_errno();
+  }
+
+  std::error_code reject(std::span<const std::uint8_t> private_data) override {
+    if (private_data.size() > max_private_data(CmPrivateData::reject)) return errc::invalid_argument;
+    const void* data = private_data.empty() ? nullptr : private_data.data();
+    return ::rdma_reject(id(), data, static_cast<std::uint8_t>(private_data.size())) == 0
+               ? std::error_code{}
+               : cm_errno();
+  }
+
+  std::error_code disconnect() override {
+    return ::rdma_disconnect(id()) == 0 ? std::error_code{} : cm_errno();
+  }
+
+  NetAddress local_address() const override {
+    const sockaddr* sa = ::rdma_get_local_addr(ref_->id);
+    return NetAddress::from_sockaddr(sa, sockaddr_len_of(sa));
+  }
+
+  NetAddress peer_address() const override {
+    const sockaddr* sa = ::rdma_get_peer_addr(ref_->id);
+    return NetAddress::from_sockaddr(sa, sockaddr_len_of(sa));
+  }
+
+ private:
+  rdma_cm_id* id() const noexcept { return ref_->id; }
+
+  std::shared_ptr<IdRef> ref_;
+  std::unique_ptr<VerbsDevice> device_;
+  std::vector<std::unique_ptr<VerbsDevice>> retired_;
+};
+
+// --------------------------------------------------------- event channel
+
+namespace {
+
+class VerbsEventChannel final : public EventChannel {
+ public:
+  VerbsEventChannel(std::shared_ptr<ChannelRef> ch, std::optional<std::uint8_t> tos) noexcept
+      : ch_(std::move(ch)), tos_(tos) {}
+
+  int fd() const noexcept override { return ch_->channel->fd; }
+
+  std::unique_ptr<CmId> create_id(std::error_code& ec) override {
+    auto ref = std::make_shared<IdRef>(ch_);
+    if (::rdma_create_id(ch_->channel, &ref->id, ref.get(), RDMA_PS_TCP) != 0) {
+      ref->id = nullptr;
+      ec = cm_errno();
+      SIPHON_LOG(rdma, 1, "verbs: rdma_create_id failed: {}", std::strerror(errno));
+      return nullptr;
+    }
+    apply_tos(ref->id);
+    ec.clear();
+    return std::make_unique<VerbsCmId>(std::move(ref));
+  }
+
+  bool get_event(CmEvent& out) override {
+    for (;;) {
+      EventAck ack;
+      if (::rdma_get_cm_event(ch_->channel, &ack.ev) != 0) {
+        ack.ev = nullptr;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+          SIPHON_LOG(rdma, 1, "verbs: rdma_get_cm_event failed: {}", std::strerror(errno));
+        return false;
+      }
+      const rdma_cm_event& ev = *ack.ev;
+      const int raw = ev.event;
+      if (raw == RDMA_CM_EVENT_CONNECT_REQUEST) {
+        if (take_connect_request(ev, out)) return true;
+        continue;
+      }
+      auto* ref = static_cast<IdRef*>(ev.id != nullptr ? ev.id->context : nullptr);
+      if (ref == nullptr || ref->owner == nullptr) {
+        SIPHON_LOG(rdma, 5, "verbs: dropping {} for an id that is being destroyed",
+                   ::rdma_event_str(ev.event));
+        continue;
+      }
+      std::optional<CmEventType> type = cm_event_from_rdma(raw);
+      std::error_code status = type ? cm_event_error(*type, ev.status) : std::error_code{};
+      if (raw == RDMA_CM_EVENT_CONNECT_RESPONSE) {
+        // Only for an id that connected without a QP: complete it here.
+        if (::rdma_establish(ev.id) == 0) {
+          type = CmEventType::established;
+        } else {
+          type = CmEventType::connect_error;
+          status = cm_errno();
+        }
+      }
+      if (!type) {  // multicast, address change: not part of the seam
+        SIPHON_LOG(rdma, 5, "verbs: ignoring rdma_cm event {} (status {})",
+                   ::rdma_event_str(ev.event), ev.status);
+        continue;
+      }
+      if (*type == CmEventType::device_removal)
+        SIPHON_LOG(rdma, 1, "verbs: RDMA device removed under an rdma_cm id");
+      out = CmEvent{};
+      out.type = *type;
+      out.id = ref->owner;
+      out.status = status;
+      if (*type == CmEventType::established || *type == CmEventType::rejected)
+        copy_private_data(ev, out.private_data);
+      return true;
+    }
+  }
+
+ private:
+  static void copy_private_data(const rdma_cm_event& ev, std::vector<std::uint8_t>& out) {
+    const auto* p = static_cast<const std::uint8_t*>(ev.param.conn.private_data);
+    // librdmacm never reports more than RDMA_MAX_PRIVATE_DATA (256).
+    const std::size_t n = std::min<std::size_t>(ev.param.conn.private_data_len, 256);
+    if (p != nullptr && n != 0) out.assign(p, p + n);
+  }
+
+  // Wraps the new id of a connect request. False when the event was dropped.
+  bool take_connect_request(const rdma_cm_event& ev, CmEvent& out) {
+    rdma_cm_id* new_id = ev.id;  // inherits the listener's context until re-pointed
+    auto* listener = static_cast<IdRef*>(ev.listen_id != nullptr ? ev.listen_id->context : nullptr);
+    std::shared_ptr<IdRef> ref;
+    try {
+      ref = std::make_shared<IdRef>(ch_);
+    } catch (...) {
+      ::rdma_reject(new_id, nullptr, 0);
+      ::rdma_destroy_id(new_id);  // its own event is the listener's: no wait
+      throw;
+    }
+    ref->id = new_id;
+    new_id->context = ref.get();
+    if (listener == nullptr || listener->owner == nullptr) {
+      SIPHON_LOG(rdma, 5, "verbs: rejecting a connect request on a listener being destroyed");
+      ::rdma_reject(new_id, nullptr, 0);
+      return false;  // `ref` destroys the id
+    }
+    apply_tos(new_id);
+    out = CmEvent{};
+    out.type = CmEventType::connect_request;
+    out.id = listener->owner;
+    out.new_id = std::make_unique<VerbsCmId>(std::move(ref));
+    copy_private_data(ev, out.private_data);
+    out.param.private_data = out.private_data;
+    out.param.responder_resources = ev.param.conn.responder_resources;
+    out.param.initiator_depth = ev.param.conn.initiator_depth;
+    out.param.retry_count = ev.param.conn.retry_count;
+    out.param.rnr_retry_count = ev.param.conn.rnr_retry_count;
+    return true;
+  }
+
+  void apply_tos(rdma_cm_id* id) const noexcept {
+    if (!tos_) return;
+    std::uint8_t tos = *tos_;
+    if (::rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof(tos)) != 0)
+      SIPHON_LOG(rdma, 5, "verbs: rdma_set_option(TOS {}) failed: {}", tos, std::strerror(errno));
+  }
+
+  std::shared_ptr<ChannelRef> ch_;
+  std::optional<std::uint8_t> tos_;
+};
+
+}  // namespace
+
+std::unique_ptr<EventChannel> make_event_channel(std::shared_ptr<ChannelRef> channel,
+                                                 std::optional<std::uint8_t> tos) {
+  return std::make_unique<VerbsEventChannel>(std::move(channel), tos);
+}
+
+}  // namespace siphon::rdma::verbs::detail

@@ -1,0 +1,120 @@
+#include <gtest/gtest.h>
+
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "msgr/base/error.h"
+#include "rdma/transport/buffer_pool.h"
+
+namespace siphon::rdma {
+namespace {
+
+struct FakeRegistrar : Registrar {
+  int registered = 0, deregistered = 0;
+  bool fail = false;
+  std::size_t bytes = 0;
+  std::error_code register_region(void* addr, std::size_t len, RegionKeys& keys) override {
+    if (fail) return errc::memory_registration_failed;
+    ++registered;
+    bytes += len;
+    keys.lkey = 0x1000u + static_cast<std::uint32_t>(registered);
+    keys.rkey = 0x2000u + static_cast<std::uint32_t>(registered);
+    keys.region_id = reinterpret_cast<std::uintptr_t>(addr);
+    return {};
+  }
+  void deregister_region(const RegionKeys&) noexcept override { ++deregistered; }
+};
+
+TEST(BufferPool, SlabsAreRegisteredOnceAndCapped) {
+  FakeRegistrar reg;
+  {
+    BufferPool pool({"t", 4096, 10, 4, 2, false}, reg);
+    std::vector<PoolBuffer*> got;
+    while (PoolBuffer* b = pool.get()) got.push_back(b);
+    EXPECT_EQ(got.size(), 10u) << "hard cap";
+    EXPECT_EQ(reg.registered, 3) << "4 + 4 + 2 buffers";
+    EXPECT_EQ(pool.buffers_in_use(), 10u);
+    EXPECT_EQ(pool.registered_bytes(), reg.bytes);
+    std::set<std::byte*> distinct;
+    for (PoolBuffer* b : got) {
+      distinct.insert(b->data());
+      EXPECT_NE(b->keys().lkey, 0u);
+      std::memset(b->data(), 0xab, 4096);  // the whole buffer is ours
+    }
+    EXPECT_EQ(distinct.size(), 10u);
+    for (PoolBuffer* b : got) pool.put(b);
+    EXPECT_EQ(pool.buffers_in_use(), 0u);
+    PoolBuffer* again = pool.get();
+    ASSERT_NE(again, nullptr) << "reuse after put";
+    pool.put(again);
+  }
+  EXPECT_GE(reg.deregistered, 0);
+}
+
+TEST(BufferPool, WrappedBuffersReturnWhenTheLastReferenceDrops) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  BufferList bl;
+  {
+    PoolBuffer* b = pool.get();
+    ASSERT_NE(b, nullptr);
+    std::memcpy(b->data(), "hello", 5);
+    bl.append(BufferPool::wrap(b, 5));
+  }
+  EXPECT_EQ(pool.buffers_in_use(), 1u);
+  BufferList slice = bl.slice(1, 3);
+  ASSERT_NE(slice.ptrs()[0].keys(), nullptr) << "keys travel with the data";
+  bl.clear();
+  EXPECT_EQ(pool.buffers_in_use(), 1u) << "the slice still refers to it";
+  EXPECT_EQ(slice.to_string(), "ell");
+  slice.clear();
+  EXPECT_EQ(pool.buffers_in_use(), 0u);
+}
+
+TEST(BufferPool, RegistrationFailureIsReportedNotFatal) {
+  FakeRegistrar reg;
+  reg.fail = true;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  EXPECT_EQ(pool.get(), nullptr);
+  EXPECT_EQ(pool.last_error(), errc::memory_registration_failed);
+}
+
+TEST(BufferPool, HugepagesFallBackWhenUnavailable) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, true}, reg);
+  PoolBuffer* b = pool.get();
+  ASSERT_NE(b, nullptr) << "with or without hugepages, the pool works";
+  pool.put(b);
+}
+
+TEST(BufferPool, CachesAndCrossThreadReleases) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 1024, 256, 32, 8, false}, reg);
+  std::vector<BufferList> handed_off(4);
+  {
+    PoolCache cache(pool);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<PoolBuffer*> mine;
+      for (int i = 0; i < 20; ++i) {
+        PoolBuffer* b = pool.get(&cache);
+        ASSERT_NE(b, nullptr);
+        mine.push_back(b);
+      }
+      for (PoolBuffer* b : mine) pool.put(b, &cache);
+      EXPECT_LE(cache.size(), 16u) << "cache flushes beyond twice its batch";
+    }
+    // Buffers wrapped on this thread and released on others.
+    for (auto& bl : handed_off)
+      for (int i = 0; i < 16; ++i) bl.append(BufferPool::wrap(pool.get(&cache), 100));
+  }
+  EXPECT_EQ(pool.buffers_in_use(), 64u);
+  std::vector<std::thread> threads;
+  for (auto& bl : handed_off) threads.emplace_back([&bl] { bl.clear(); });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(pool.buffers_in_use(), 0u);
+  EXPECT_LE(pool.buffers_total(), 256u);
+}
+
+}  // namespace
+}  // namespace siphon::rdma

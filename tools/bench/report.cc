@@ -1,0 +1,179 @@
+#include "tools/bench/report.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+namespace siphon::bench {
+namespace {
+
+constexpr double kPercentiles[] = {50, 90, 99, 99.9, 99.99};
+
+std::string us(std::uint64_t ns) { return fmt::format("{:.1f}", static_cast<double>(ns) / 1000.0); }
+
+std::string json_number(double v) {
+  if (!std::isfinite(v)) return "null";
+  return fmt::format("{}", v);
+}
+
+void write_map(std::ostream& os, const std::map<std::string, std::string>& m) {
+  os << '{';
+  bool first = true;
+  for (const auto& [k, v] : m) {
+    os << (first ? "" : ",") << json_quote(k) << ':' << json_quote(v);
+    first = false;
+  }
+  os << '}';
+}
+
+}  // namespace
+
+std::string json_quote(std::string_view s) {
+  std::string out = "\"";
+  for (const char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      case '\r': out += "\\r"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20)
+          out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+        else
+          out += c;
+    }
+  }
+  return out + '"';
+}
+
+void write_table(std::ostream& os, const Result& r) {
+  fmt::print(os, "siphon-bench {} ({}, {}), {:.2f} s measured\n", r.mode, r.ms_type, r.pattern, r.seconds);
+  fmt::print(os, "  {:<22}{:>14}\n", "messages", r.messages);
+  fmt::print(os, "  {:<22}{:>14.0f}\n", "msgs/s", r.msgs_per_s());
+  fmt::print(os, "  {:<22}{:>14.1f}\n", "MiB/s", r.mib_per_s());
+  fmt::print(os, "  {:<22}{:>14.3f}\n", "Gbit/s", r.gbit_per_s());
+  const char* what = r.pattern == "echo" ? "round trip" : "one way";
+  for (double p : kPercentiles)
+    fmt::print(os, "  {:<22}{:>14}\n", fmt::format("latency p{} (µs)", p), us(r.latency.percentile(p)));
+  fmt::print(os, "  {:<22}{:>14}   ({})\n", "latency max (µs)", us(r.latency.max()), what);
+  fmt::print(os, "  {:<22}{:>14.2f}\n", "client CPU s", r.client_cpu.total());
+  fmt::print(os, "  {:<22}{:>14.2f}\n", "server CPU s", r.server_cpu.total());
+  fmt::print(os, "  {:<22}{:>14.2f}\n", "CPU µs/msg", r.cpu_us_per_msg());
+  fmt::print(os, "  {:<22}{:>14}\n", "errors", r.errors);
+  if (r.verify) {
+    const VerifyCounts& v = r.verified;
+    fmt::print(os, "  {:<22}{:>14}\n", "verified", v.checked);
+    fmt::print(os, "  {:<22}{:>14}\n", "lost", v.lost);
+    fmt::print(os, "  {:<22}{:>14}\n", "duplicated", v.duplicated);
+    fmt::print(os, "  {:<22}{:>14}\n", "reordered", v.reordered);
+    fmt::print(os, "  {:<22}{:>14}\n", "corrupted", v.corrupted);
+  }
+}
+
+void write_json(std::ostream& os, const Result& r) {
+  os << "{\"schema\":\"siphon-bench\",\"schema_version\":" << kJsonSchemaVersion;
+  os << ",\"mode\":" << json_quote(r.mode) << ",\"pattern\":" << json_quote(r.pattern)
+     << ",\"ms_type\":" << json_quote(r.ms_type);
+  os << ",\"config\":";
+  write_map(os, r.config);
+  os << ",\"options\":";
+  write_map(os, r.options);
+  os << ",\"results\":{\"seconds\":" << json_number(r.seconds) << ",\"messages\":" << r.messages
+     << ",\"bytes\":" << r.bytes << ",\"errors\":" << r.errors
+     << ",\"msgs_per_s\":" << json_number(r.msgs_per_s()) << ",\"mib_per_s\":" << json_number(r.mib_per_s())
+     << ",\"gbit_per_s\":" << json_number(r.gbit_per_s())
+     << ",\"cpu\":{\"client_user_s\":" << json_number(r.client_cpu.user_s)
+     << ",\"client_system_s\":" << json_number(r.client_cpu.system_s)
+     << ",\"server_user_s\":" << json_number(r.server_cpu.user_s)
+     << ",\"server_system_s\":" << json_number(r.server_cpu.system_s)
+     << ",\"us_per_msg\":" << json_number(r.cpu_us_per_msg()) << '}';
+  os << ",\"latency_ns\":{\"count\":" << r.latency.count() << ",\"min\":" << r.latency.min()
+     << ",\"mean\":" << json_number(r.latency.mean()) << ",\"max\":" << r.latency.max()
+     << ",\"relative_error\":" << json_number(Histogram::kRelativeError) << ",\"percentiles\":{";
+  bool first = true;
+  for (double p : {50.0, 90.0, 99.0, 99.9, 99.99}) {
+    os << (first ? "" : ",") << json_quote(fmt::format("p{}", p)) << ':' << r.latency.percentile(p);
+    first = false;
+  }
+  os << "},\"buckets\":[";
+  first = true;
+  for (const auto& b : r.latency.buckets()) {
+    os << (first ? "" : ",") << '[' << b.low << ',' << b.high << ',' << b.count << ']';
+    first = false;
+  }
+  os << "]},\"msgs_per_second\":[";
+  first = true;
+  for (double v : r.msgs_per_second) {
+    os << (first ? "" : ",") << json_number(v);
+    first = false;
+  }
+  os << ']';
+  if (r.verify) {
+    const VerifyCounts& v = r.verified;
+    os << ",\"verify\":{\"checked\":" << v.checked << ",\"lost\":" << v.lost
+       << ",\"duplicated\":" << v.duplicated << ",\"reordered\":" << v.reordered
+       << ",\"corrupted\":" << v.corrupted << '}';
+  } else {
+    os << ",\"verify\":null";
+  }
+  os << "}}\n";
+}
+
+void write_svg(std::ostream& os, const Result& r) {
+  // Two panels: latency CDF (log-scaled x) and throughput over time.
+  constexpr int W = 800, H = 300, M = 50;
+  const int pw = W - 2 * M, ph = H - 2 * M;
+  fmt::print(os, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"12\">\n",
+             W, 2 * H);
+  fmt::print(os, "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n");
+  // Panel 1: latency CDF.
+  fmt::print(os, "<text x=\"{}\" y=\"20\">latency CDF ({}, {}), µs, log scale</text>\n", M, r.ms_type, r.pattern);
+  fmt::print(os, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n", M, M, pw, ph);
+  const auto buckets = r.latency.buckets();
+  if (!buckets.empty()) {
+    const double lo = std::log10(std::max<double>(1, static_cast<double>(buckets.front().low)));
+    const double hi = std::max(lo + 1, std::log10(static_cast<double>(buckets.back().high) + 1));
+    std::string path;
+    std::uint64_t seen = 0;
+    for (const auto& b : buckets) {
+      seen += b.count;
+      const double x = M + pw * (std::log10(std::max<double>(1, static_cast<double>(b.high))) - lo) / (hi - lo);
+      const double y = M + ph - ph * static_cast<double>(seen) / static_cast<double>(r.latency.count());
+      path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x, y);
+    }
+    fmt::print(os, "<path d=\"{}\" fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"2\"/>\n", path);
+    for (double d = std::ceil(lo); d <= hi; d += 1) {
+      const double x = M + pw * (d - lo) / (hi - lo);
+      fmt::print(os, "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x, M + ph + 15,
+                 us(static_cast<std::uint64_t>(std::pow(10.0, d))));
+    }
+    for (double p : kPercentiles) {
+      const double y = M + ph - ph * p / 100.0;
+      fmt::print(os, "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">p{}</text>\n", M - 4, y + 4, p);
+    }
+  }
+  // Panel 2: throughput per second.
+  const int top = H + M;
+  fmt::print(os, "<text x=\"{}\" y=\"{}\">messages per second over time</text>\n", M, H + 20);
+  fmt::print(os, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n", M, top, pw, ph);
+  if (!r.msgs_per_second.empty()) {
+    const double peak = std::max(1.0, *std::max_element(r.msgs_per_second.begin(), r.msgs_per_second.end()));
+    std::string path;
+    const std::size_t n = r.msgs_per_second.size();
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = M + pw * (n == 1 ? 0.5 : static_cast<double>(i) / static_cast<double>(n - 1));
+      const double y = top + ph - ph * r.msgs_per_second[i] / peak;
+      path += fmt::format("{}{:.1f},{:.1f} ", path.empty() ? "M" : "L", x, y);
+    }
+    fmt::print(os, "<path d=\"{}\" fill=\"none\" stroke=\"#d62728\" stroke-width=\"2\"/>\n", path);
+    fmt::print(os, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.0f}</text>\n", M - 4, top + 4, peak);
+    fmt::print(os, "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text>\n", M - 4, top + ph + 4);
+    fmt::print(os, "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">{} s</text>\n", M + pw, top + ph + 15, n);
+  }
+  os << "</svg>\n";
+}
+
+}  // namespace siphon::bench

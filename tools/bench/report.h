@@ -1,0 +1,69 @@
+// siphon-bench results: the data model, and its three renderings (a table for
+// people, one JSON document for machines, an SVG plot). The JSON schema is
+// documented in docs/benchmarking.md and checked by tests/unit/tools.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "tools/bench/histogram.h"
+
+namespace siphon::bench {
+
+inline constexpr int kJsonSchemaVersion = 1;
+
+struct SideCpu {
+  double user_s = 0;
+  double system_s = 0;
+  double total() const noexcept { return user_s + system_s; }
+};
+
+struct VerifyCounts {
+  std::uint64_t checked = 0;
+  std::uint64_t lost = 0;
+  std::uint64_t duplicated = 0;
+  std::uint64_t reordered = 0;
+  std::uint64_t corrupted = 0;
+  bool clean() const noexcept { return lost + duplicated + reordered + corrupted == 0; }
+};
+
+struct Result {
+  // Configuration as run (flags and the effective messenger options).
+  std::string mode;            // loopback | client | server
+  std::string pattern;         // echo | sink | source
+  std::string ms_type;
+  std::map<std::string, std::string> config;   // workload flags
+  std::map<std::string, std::string> options;  // effective ms_* options
+  // Measured window (after warm-up).
+  double seconds = 0;
+  std::uint64_t messages = 0;
+  std::uint64_t bytes = 0;        // payload bytes (both directions for echo)
+  std::uint64_t errors = 0;
+  SideCpu client_cpu, server_cpu;
+  Histogram latency;              // per message (echo: round trip), ns
+  std::vector<double> msgs_per_second;  // one entry per second of the window
+  bool verify = false;
+  VerifyCounts verified;
+
+  double msgs_per_s() const noexcept { return seconds > 0 ? static_cast<double>(messages) / seconds : 0; }
+  double mib_per_s() const noexcept {
+    return seconds > 0 ? static_cast<double>(bytes) / seconds / (1024.0 * 1024.0) : 0;
+  }
+  double gbit_per_s() const noexcept { return seconds > 0 ? static_cast<double>(bytes) * 8 / seconds / 1e9 : 0; }
+  // CPU microseconds per message, both sides together.
+  double cpu_us_per_msg() const noexcept {
+    return messages ? (client_cpu.total() + server_cpu.total()) * 1e6 / static_cast<double>(messages) : 0;
+  }
+};
+
+void write_table(std::ostream& os, const Result& r);
+void write_json(std::ostream& os, const Result& r);
+void write_svg(std::ostream& os, const Result& r);
+
+// Escapes a string for JSON (quotes included).
+std::string json_quote(std::string_view s);
+
+}  // namespace siphon::bench
