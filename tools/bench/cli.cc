@@ -329,6 +329,7 @@ usage:
   siphon-bench client --target ADDR [flags]
   siphon-bench compare --ms-types T1,T2[,...] [flags]   the loopback run on each stack, one table
   siphon-bench --help | --version
+Configuration flags may also come before the mode: siphon-bench -c my.conf loopback
 
 configuration (the compat Config, as Ceph programs read it):
   -c, --conf FILE        ceph.conf to read (default: $CEPH_CONF, else Ceph's search list)

@@ -696,37 +696,45 @@ Result BenchClient::run() {
   std::uint64_t progress_mark = w0.completed;
   auto progress_tp = win_start;
   std::string stall_error;
+  SteadyClock::time_point win_end;
+  Totals w1;
+  CpuTimes cpu1;
+  std::pair<std::uint64_t, std::uint64_t> faults1;
   for (unsigned k = 1;; ++k) {
     auto tick = win_start + std::chrono::seconds(k);
     if (timed) tick = std::min(tick, planned_end);
     const bool done = wait_until(tick, !timed);
     const auto now = SteadyClock::now();
     const Totals cur = totals();
-    const double dt = std::chrono::duration<double>(now - last_tp).count();
-    // One entry per whole second of the window.
-    if (now - last_tp >= std::chrono::milliseconds(999) && dt > 0)
-      r.msgs_per_second.push_back(static_cast<double>(cur.completed - last.completed) / dt);
-    progress(std::chrono::duration<double>(now - win_start).count(),
-             dt > 0 ? static_cast<double>(cur.completed - last.completed) / dt : 0,
-             dt > 0 ? static_cast<double>(cur.bytes - last.bytes) / dt / (1024.0 * 1024.0) : 0);
-    last = cur;
-    last_tp = now;
-    if (stop_requested() || done || (timed && now >= planned_end)) break;
-    if (!timed) {
+    bool ending = stop_requested() || done || (timed && now >= planned_end);
+    if (!timed && !ending) {
       if (cur.completed != progress_mark) {
         progress_mark = cur.completed;
         progress_tp = now;
       } else if (now - progress_tp > std::chrono::duration<double>(a_.drain_timeout)) {
         stall_error = fmt::format("no reply for {} s with requests outstanding; stopping", a_.drain_timeout);
-        break;
+        ending = true;
       }
     }
+    if (ending) {
+      // The window closes here: snapshot before anything else.
+      measuring_.store(false);
+      win_end = now;
+      w1 = cur;
+      cpu1 = cpu_();
+      faults1 = faults();
+    }
+    const double dt = std::chrono::duration<double>(now - last_tp).count();
+    // One entry per whole second of the window.
+    if (now - last_tp >= std::chrono::milliseconds(999) && dt > 0)
+      r.msgs_per_second.push_back(static_cast<double>(cur.completed - last.completed) / dt);
+    if (ending) break;
+    progress(std::chrono::duration<double>(now - win_start).count(),
+             dt > 0 ? static_cast<double>(cur.completed - last.completed) / dt : 0,
+             dt > 0 ? static_cast<double>(cur.bytes - last.bytes) / dt / (1024.0 * 1024.0) : 0);
+    last = cur;
+    last_tp = now;
   }
-  measuring_.store(false);
-  auto win_end = SteadyClock::now();
-  const Totals w1 = totals();
-  const CpuTimes cpu1 = cpu_();
-  const auto faults1 = faults();
   if (!timed && last_completion_ns_.load() != 0) {
     // A --count run ends with its last reply, not when this thread noticed.
     const auto last_reply = SteadyClock::time_point(std::chrono::nanoseconds(last_completion_ns_.load()));
@@ -786,7 +794,8 @@ void describe(const RunSetup& s, Result& r) {
   const BenchArgs& a = s.args;
   r.mode = std::string(to_string(a.mode == Mode::compare ? Mode::loopback : a.mode));
   r.ms_type = s.ms_type.to_string();
-  r.config["ms_type_source"] = s.cfg->source(compat::Opt::ms_type).to_string();
+  r.config["ms_type_source"] =
+      a.mode == Mode::compare ? std::string("--ms-types") : s.cfg->source(compat::Opt::ms_type).to_string();
   r.config["policy"] = a.lossy ? "lossy" : "lossless";
   r.config["dispatch"] = a.queue_dispatch ? "queue" : "fast";
   if (a.mode != Mode::server) {

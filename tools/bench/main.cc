@@ -3,6 +3,7 @@
 #include <fmt/ostream.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <fstream>
@@ -127,13 +128,30 @@ int run(int argc, char** argv) {
     fmt::print("siphon-bench {}\n", SIPHON_VERSION);
     return 0;
   }
-  const auto mode = parse_mode(args[0]);
-  if (!mode) return usage_error(fmt::format("unknown mode '{}' (loopback, server, client or compare)", args[0]));
+  // The mode comes first, or after leading configuration flags
+  // (siphon-bench -c my.conf loopback ...).
+  std::size_t at = 0;
+  while (at < args.size()) {
+    const std::string& x = args[at];
+    static const char* const kWithValue[] = {"-c", "--conf", "-n", "--name", "-i", "--id", "--cluster", "--set"};
+    if (std::find(std::begin(kWithValue), std::end(kWithValue), x) != std::end(kWithValue)) {
+      at += 2;
+    } else if (x.rfind("--", 0) == 0 && x.find('=') != std::string::npos) {
+      at += 1;
+    } else {
+      break;
+    }
+  }
+  if (at >= args.size()) return usage_error("which mode? loopback, server, client or compare");
+  const auto mode = parse_mode(args[at]);
+  if (!mode) return usage_error(fmt::format("unknown mode '{}' (loopback, server, client or compare)", args[at]));
+  std::vector<std::string> flags(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(at));
+  flags.insert(flags.end(), args.begin() + static_cast<std::ptrdiff_t>(at) + 1, args.end());
 
   // Configuration flags to the compat Config, the rest to the bench parser.
   std::vector<std::string> conf_args;
   std::string error;
-  if (!translate_set({args.begin() + 1, args.end()}, conf_args, error)) return usage_error(error);
+  if (!translate_set(flags, conf_args, error)) return usage_error(error);
   compat::Diagnostics diags;
   std::vector<std::string> rest;
   const compat::ConfigRequest req = compat::ConfigRequest::from_args(conf_args, diags, &rest);
