@@ -460,6 +460,14 @@ bool BenchClient::connect(std::string& error, bool& unavailable) {
     const auto ready = static_cast<unsigned>(
         std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->ready.load(); }));
     if (ready == conns_.size()) return true;
+    // A lossy session that faulted before READY is gone: dial again.
+    for (auto& c : conns_) {
+      if (!c->ready.load() && c->dead.exchange(false)) {
+        l.unlock();
+        c->con = c->msgr->connect_to(entity_type::osd, target_);
+        l.lock();
+      }
+    }
     if (stop_requested()) {
       error = "interrupted while connecting";
       return false;
