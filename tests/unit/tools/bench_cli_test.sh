@@ -177,7 +177,7 @@ workloads)
   # Open loop: --rate sets the request rate.
   run rate loopback --rate 2000 --duration 2 --warmup 0.5 --json "$tmp/rate.json"
   expect_status 0
-  expect_json "$tmp/rate.json" '1700 <= d["results"]["msgs_per_s"] <= 2300'
+  expect_json "$tmp/rate.json" '1400 <= d["results"]["msgs_per_s"] <= 2600'  # a closed loop runs far faster
   expect_json "$tmp/rate.json" 'd["config"]["rate"] == "2000" and d["config"]["inflight"] == "1024"'
   # --plot writes both panels.
   run plot loopback --count 2000 --plot "$tmp/p.svg"
