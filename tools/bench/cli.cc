@@ -81,7 +81,7 @@ const std::vector<Flag>& flags() {
          a.bind = v;
          return {};
        }},
-      {"--conns", true, kLoad, [](BenchArgs& a, std::string_view v) { return uint_flag(a.conns, v, 1, 4096); }},
+      {"--conns", true, kLoad, [](BenchArgs& a, std::string_view v) { return uint_flag(a.conns, v, 1, 1024); }},
       {"--threads", true, kLoad, [](BenchArgs& a, std::string_view v) { return uint_flag(a.threads, v, 1, 256); }},
       {"--inflight", true, kLoad, [](BenchArgs& a, std::string_view v) {
          a.inflight_given = true;

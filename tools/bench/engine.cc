@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -280,7 +281,6 @@ struct ClientConn {
   std::mt19937_64 rng;      // mu
   unsigned inflight = 0;    // mu
   std::uint64_t budget = 0;  // mu: requests left to send
-  Histogram latency;        // mu
   VerifyCounts verify;      // mu
 };
 
@@ -390,6 +390,13 @@ class BenchClient {
   std::atomic<std::uint64_t> injected_{0};
   std::atomic<std::uint64_t> corrupt_headers_{0};
   std::atomic<std::uint64_t> last_completion_ns_{0};
+  // Latency histograms (58 KiB each) shared by connections id % kSlots.
+  struct HistSlot {
+    std::mutex mu;
+    Histogram h;
+  };
+  static constexpr unsigned kSlots = 16;
+  std::array<HistSlot, kSlots> latency_;
   std::mutex mu_;
   std::condition_variable cv_;
   std::string last_event_;                          // mu_
@@ -581,7 +588,11 @@ void BenchClient::on_message(ClientConn& c, MessageRef m) {
       if (bad) ++c.verify.corrupted;
     }
     --c.inflight;
-    if (measuring_.load(std::memory_order_relaxed)) c.latency.record(now > h->send_ns ? now - h->send_ns : 0);
+    if (measuring_.load(std::memory_order_relaxed)) {
+      HistSlot& slot = latency_[c.id % kSlots];
+      std::lock_guard hl(slot.mu);
+      slot.h.record(now > h->send_ns ? now - h->send_ns : 0);
+    }
     c.completed.fetch_add(1, std::memory_order_relaxed);
     c.bytes.fetch_add(bytes, std::memory_order_relaxed);
     last_completion_ns_.store(now, std::memory_order_relaxed);
@@ -783,12 +794,15 @@ Result BenchClient::run() {
   std::uint64_t unanswered = 0;
   for (auto& c : conns_) {
     std::lock_guard l(c->mu);
-    r.latency.merge(c->latency);
     unanswered += c->tracker.outstanding();
     r.verified.checked += c->verify.checked;
     r.verified.duplicated += c->verify.duplicated;
     r.verified.reordered += c->verify.reordered;
     r.verified.corrupted += c->verify.corrupted;
+  }
+  for (HistSlot& slot : latency_) {
+    std::lock_guard l(slot.mu);
+    r.latency.merge(slot.h);
   }
   if (a_.verify) r.verified.lost = unanswered;
   r.errors = errors_.load() + (a_.verify ? 0 : unanswered);

@@ -276,7 +276,7 @@ bad_flags)
   check "unknown mode 'fast'" fast
   check "unknown flag '--frobnicate'" loopback --frobnicate
   check "unexpected argument 'extra'" loopback extra
-  check "--conns expects a whole number from 1 to 4096, got '0'" loopback --conns 0
+  check "--conns expects a whole number from 1 to 1024, got '0'" loopback --conns 0
   check "--size expects a byte count" loopback --size 4X
   check "--size needs a value" loopback --size --verify
   check "--size-dist '1K-': " loopback --size-dist 1K-

@@ -91,7 +91,7 @@ TEST(BenchCli, ErrorsNameTheFlag) {
   EXPECT_EQ(error_of(Mode::loopback, {"stray"}), "unexpected argument 'stray'");
   EXPECT_EQ(error_of(Mode::loopback, {"--conns"}), "--conns needs a value");
   EXPECT_EQ(error_of(Mode::loopback, {"--conns", "--verify"}), "--conns needs a value");
-  EXPECT_EQ(error_of(Mode::loopback, {"--conns", "x"}), "--conns expects a whole number from 1 to 4096, got 'x'");
+  EXPECT_EQ(error_of(Mode::loopback, {"--conns", "x"}), "--conns expects a whole number from 1 to 1024, got 'x'");
   EXPECT_EQ(error_of(Mode::loopback, {"--inflight", "0"}), "--inflight expects a whole number from 1 to 1000000, got '0'");
   EXPECT_EQ(error_of(Mode::loopback, {"--verify=1"}), "--verify takes no value");
   EXPECT_NE(error_of(Mode::loopback, {"--duration", "-1"}).find("--duration expects"), std::string::npos);
