@@ -103,14 +103,22 @@ siphon_run() {
   shift
   local slog="$tmp/siphon-server.log"
   # The server picks a free port and prints its address on stderr.
+  rm -f "$slog"
   $(server_cpu) "$bench" server --bind 127.0.0.1 --once --duration $((seconds + 60)) >"$tmp/siphon-server.out" 2>"$slog" &
   local spid=$!
   rm -f "$tmp/siphon.json"
-  if wait_for "$slog" "server listening on"; then
-    local addr
-    addr=$(sed -n 's/.*server listening on \([^ ]*\) .*/\1/p' "$slog" | head -n1)
+  local addr="" i
+  for i in $(seq 1 200); do
+    addr=$(sed -n 's/.*server listening on \([^ ]*\) .*/\1/p' "$slog" 2>/dev/null | head -n1)
+    [ -n "$addr" ] && break
+    sleep 0.05
+  done
+  if [ -n "$addr" ]; then
     $(client_cpu) "$bench" client --target "$addr" --duration "$seconds" --warmup 1 --quiet --json "$tmp/siphon.json" \
       "$@" >"$tmp/siphon-client.out" || true
+  else
+    : >"$tmp/siphon-client.out"
+    kill "$spid" 2>/dev/null || true
   fi
   wait "$spid" 2>/dev/null || true
   [ -s "$tmp/siphon.json" ] || { echo "baselines.sh: siphon-bench client failed:" >&2; cat "$tmp/siphon-client.out" "$slog" >&2; return 0; }
