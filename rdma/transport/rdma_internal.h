@@ -72,6 +72,7 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   std::vector<std::unique_ptr<Listener>> listeners;
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> stopping{false};
+  std::atomic<bool> started{false};
   std::atomic<std::size_t> round_robin{0};
 
   RdmaShared(Provider& p, RdmaOptions o) : opts(std::move(o)), provider(p) {}

@@ -135,6 +135,8 @@ RdmaWorker& RdmaShared::least_loaded() noexcept {
 transport::Worker& RdmaStack::pick_worker() noexcept { return shared_->least_loaded(); }
 
 void RdmaStack::start() {
+  // Idempotent: several messengers may share one stack and each starts it.
+  if (shared_->started.exchange(true)) return;
   for (auto& w : shared_->workers) w->start();
   shared_->workers.front()->post([w = shared_->workers.front()] { w->serve_cm(); });
 }

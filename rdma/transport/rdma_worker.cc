@@ -44,6 +44,7 @@ RdmaWorker::~RdmaWorker() {
 }
 
 void RdmaWorker::start() {
+  if (thread_.joinable()) return;  // already running
   guard_.emplace(io_.get_executor());
   thread_ = std::thread([this] {
     thread_id_ = std::this_thread::get_id();

@@ -29,6 +29,9 @@ LAYERS = {
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
+    "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
+                          "tools/bench/stack.cc", "tools/bench/main.cc"],
+                         ["siphon_bench_core", "siphon_compat"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -50,12 +51,25 @@ std::string json_quote(std::string_view s) {
 }
 
 void write_table(std::ostream& os, const Result& r) {
+  if (r.mode == "server") {
+    fmt::print(os, "siphon-bench server ({}), {:.2f} s served\n", r.ms_type, r.seconds);
+    fmt::print(os, "  {:<22}{:>14}\n", "requests served", r.messages);
+    fmt::print(os, "  {:<22}{:>14.1f}\n", "MiB (in + out)", static_cast<double>(r.bytes) / (1024.0 * 1024.0));
+    fmt::print(os, "  {:<22}{:>14.2f}\n", "server CPU s", r.server_cpu.total());
+    fmt::print(os, "  {:<22}{:>14.2f}\n", "CPU µs/request", r.cpu_us_per_msg());
+    fmt::print(os, "  {:<22}{:>14}\n", "bad requests", r.errors);
+    return;
+  }
   fmt::print(os, "siphon-bench {} ({}, {}), {:.2f} s measured\n", r.mode, r.ms_type, r.pattern, r.seconds);
   fmt::print(os, "  {:<22}{:>14}\n", "messages", r.messages);
   fmt::print(os, "  {:<22}{:>14.0f}\n", "msgs/s", r.msgs_per_s());
   fmt::print(os, "  {:<22}{:>14.1f}\n", "MiB/s", r.mib_per_s());
   fmt::print(os, "  {:<22}{:>14.3f}\n", "Gbit/s", r.gbit_per_s());
-  const char* what = r.pattern == "echo" ? "round trip" : "one way";
+  // Latency is always request sent -> reply received at the client (one
+  // clock); the pattern says which way the payload travelled.
+  const char* what = r.pattern == "echo"   ? "round trip, payload both ways"
+                     : r.pattern == "sink" ? "round trip, payload client to server"
+                                           : "round trip, payload server to client";
   for (double p : kPercentiles)
     fmt::print(os, "  {:<22}{:>14}\n", fmt::format("latency p{} (µs)", p), us(r.latency.percentile(p)));
   fmt::print(os, "  {:<22}{:>14}   ({})\n", "latency max (µs)", us(r.latency.max()), what);
@@ -63,6 +77,7 @@ void write_table(std::ostream& os, const Result& r) {
   fmt::print(os, "  {:<22}{:>14.2f}\n", "server CPU s", r.server_cpu.total());
   fmt::print(os, "  {:<22}{:>14.2f}\n", "CPU µs/msg", r.cpu_us_per_msg());
   fmt::print(os, "  {:<22}{:>14}\n", "errors", r.errors);
+  fmt::print(os, "  {:<22}{:>14}\n", "faults / reconnects", fmt::format("{} / {}", r.faults, r.reconnects));
   if (r.verify) {
     const VerifyCounts& v = r.verified;
     fmt::print(os, "  {:<22}{:>14}\n", "verified", v.checked);
@@ -71,6 +86,67 @@ void write_table(std::ostream& os, const Result& r) {
     fmt::print(os, "  {:<22}{:>14}\n", "reordered", v.reordered);
     fmt::print(os, "  {:<22}{:>14}\n", "corrupted", v.corrupted);
   }
+}
+
+void write_compare_table(std::ostream& os, const std::vector<CompareEntry>& runs) {
+  constexpr int kW = 16;
+  std::string pattern;
+  for (const CompareEntry& e : runs)
+    if (e.ran) pattern = e.result->pattern;
+  fmt::print(os, "siphon-bench compare (loopback, {})\n", pattern.empty() ? "-" : pattern);
+  auto row = [&](std::string_view label, const std::function<std::string(const Result&)>& cell) {
+    fmt::print(os, "  {:<22}", label);
+    for (const CompareEntry& e : runs) fmt::print(os, "{:>{}}", e.ran ? cell(*e.result) : std::string("-"), kW);
+    fmt::print(os, "\n");
+  };
+  fmt::print(os, "  {:<22}", "ms_type");
+  for (const CompareEntry& e : runs) fmt::print(os, "{:>{}}", e.ms_type, kW);
+  fmt::print(os, "\n");
+  row("seconds", [](const Result& r) { return fmt::format("{:.2f}", r.seconds); });
+  row("messages", [](const Result& r) { return fmt::format("{}", r.messages); });
+  row("msgs/s", [](const Result& r) { return fmt::format("{:.0f}", r.msgs_per_s()); });
+  row("MiB/s", [](const Result& r) { return fmt::format("{:.1f}", r.mib_per_s()); });
+  row("Gbit/s", [](const Result& r) { return fmt::format("{:.3f}", r.gbit_per_s()); });
+  for (double p : kPercentiles)
+    row(fmt::format("latency p{} (µs)", p), [p](const Result& r) { return us(r.latency.percentile(p)); });
+  row("latency max (µs)", [](const Result& r) { return us(r.latency.max()); });
+  row("client CPU s", [](const Result& r) { return fmt::format("{:.2f}", r.client_cpu.total()); });
+  row("server CPU s", [](const Result& r) { return fmt::format("{:.2f}", r.server_cpu.total()); });
+  row("CPU µs/msg", [](const Result& r) { return fmt::format("{:.2f}", r.cpu_us_per_msg()); });
+  row("errors", [](const Result& r) { return fmt::format("{}", r.errors); });
+  row("faults / reconnects", [](const Result& r) { return fmt::format("{} / {}", r.faults, r.reconnects); });
+  bool verify = false;
+  for (const CompareEntry& e : runs) verify = verify || (e.ran && e.result->verify);
+  if (verify) {
+    row("verify lost", [](const Result& r) { return fmt::format("{}", r.verified.lost); });
+    row("verify duplicated", [](const Result& r) { return fmt::format("{}", r.verified.duplicated); });
+    row("verify reordered", [](const Result& r) { return fmt::format("{}", r.verified.reordered); });
+    row("verify corrupted", [](const Result& r) { return fmt::format("{}", r.verified.corrupted); });
+  }
+  for (const CompareEntry& e : runs)
+    if (!e.ran) fmt::print(os, "  {}: not run: {}\n", e.ms_type, e.error);
+}
+
+void write_compare_json(std::ostream& os, const std::vector<CompareEntry>& runs) {
+  os << "[\n";
+  bool first = true;
+  for (const CompareEntry& e : runs) {
+    if (!first) os << ",\n";
+    first = false;
+    if (e.ran) {
+      write_json(os, *e.result);
+      continue;
+    }
+    const Result& r = *e.result;
+    os << "{\"schema\":\"siphon-bench\",\"schema_version\":" << kJsonSchemaVersion
+       << ",\"mode\":" << json_quote(r.mode) << ",\"pattern\":" << json_quote(r.pattern)
+       << ",\"ms_type\":" << json_quote(e.ms_type) << ",\"config\":";
+    write_map(os, r.config);
+    os << ",\"options\":";
+    write_map(os, r.options);
+    os << ",\"results\":null,\"error\":" << json_quote(e.error) << "}\n";
+  }
+  os << "]\n";
 }
 
 void write_json(std::ostream& os, const Result& r) {
@@ -85,6 +161,7 @@ void write_json(std::ostream& os, const Result& r) {
      << ",\"bytes\":" << r.bytes << ",\"errors\":" << r.errors
      << ",\"msgs_per_s\":" << json_number(r.msgs_per_s()) << ",\"mib_per_s\":" << json_number(r.mib_per_s())
      << ",\"gbit_per_s\":" << json_number(r.gbit_per_s())
+     << ",\"messenger\":{\"faults\":" << r.faults << ",\"reconnects\":" << r.reconnects << '}'
      << ",\"cpu\":{\"client_user_s\":" << json_number(r.client_cpu.user_s)
      << ",\"client_system_s\":" << json_number(r.client_cpu.system_s)
      << ",\"server_user_s\":" << json_number(r.server_cpu.user_s)

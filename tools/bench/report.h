@@ -42,6 +42,10 @@ struct Result {
   std::uint64_t messages = 0;
   std::uint64_t bytes = 0;        // payload bytes (both directions for echo)
   std::uint64_t errors = 0;
+  // Messenger faults and lossless reconnects during the window (MessengerStats;
+  // both sides when they share the process, else this side's).
+  std::uint64_t faults = 0;
+  std::uint64_t reconnects = 0;
   SideCpu client_cpu, server_cpu;
   Histogram latency;              // per message (echo: round trip), ns
   std::vector<double> msgs_per_second;  // one entry per second of the window
@@ -60,6 +64,20 @@ struct Result {
 };
 
 void write_table(std::ostream& os, const Result& r);
+
+// `siphon-bench compare`: the same workload on several stacks. A stack that
+// could not be created has ran = false and says why in `error`.
+struct CompareEntry {
+  std::string ms_type;
+  bool ran = false;
+  const Result* result = nullptr;  // always set (configuration; measurements when ran)
+  std::string error;
+};
+// One table, a column per stack; unavailable stacks are listed with the reason.
+void write_compare_table(std::ostream& os, const std::vector<CompareEntry>& runs);
+// A JSON array of siphon-bench documents; an unavailable stack's document has
+// "results": null and "error".
+void write_compare_json(std::ostream& os, const std::vector<CompareEntry>& runs);
 void write_json(std::ostream& os, const Result& r);
 void write_svg(std::ostream& os, const Result& r);
 

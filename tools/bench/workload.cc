@@ -1,5 +1,6 @@
 #include "tools/bench/workload.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cctype>
 
@@ -84,6 +85,12 @@ std::uint64_t SizeDist::sample(std::mt19937_64& rng) const {
   }
   if (e->lo == e->hi) return e->lo;
   return std::uniform_int_distribution<std::uint64_t>(e->lo, e->hi)(rng);
+}
+
+std::uint64_t SizeDist::min() const noexcept {
+  std::uint64_t m = UINT64_MAX;
+  for (const Entry& x : entries_) m = std::min(m, x.lo);
+  return m;
 }
 
 std::uint64_t SizeDist::max() const noexcept {

@@ -24,6 +24,7 @@ class SizeDist {
   static std::optional<SizeDist> parse(std::string_view spec, std::string* error = nullptr);
   static SizeDist fixed(std::uint64_t size) { return SizeDist({{size, size, 1}}); }
   std::uint64_t sample(std::mt19937_64& rng) const;
+  std::uint64_t min() const noexcept;
   std::uint64_t max() const noexcept;
   std::string describe() const;
 

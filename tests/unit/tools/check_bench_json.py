@@ -3,6 +3,10 @@
 
   check_bench_json.py SCHEMA FILE...      (FILE '-' reads stdin)
 
+A FILE holds one document or a JSON array of documents (siphon-bench
+compare); each must match. A document whose results are null (a stack
+compare could not create) must say why in "error".
+
 Implements the subset of JSON Schema the schema uses: type (incl. lists),
 enum, required, properties, additionalProperties (bool or schema), items,
 minItems, maxItems. Exits 1 listing every violation."""
@@ -68,7 +72,14 @@ def main():
             failed += 1
             continue
         errors = []
-        validate(doc, schema, "$", errors)
+        docs = doc if isinstance(doc, list) else [doc]
+        if isinstance(doc, list) and not doc:
+            errors.append("$: empty array")
+        for i, d in enumerate(docs):
+            where = f"$[{i}]" if isinstance(doc, list) else "$"
+            validate(d, schema, where, errors)
+            if isinstance(d, dict) and d.get("results", {}) is None and "error" not in d:
+                errors.append(f"{where}: results is null without an error")
         for e in errors:
             print(f"{name}: {e}")
         failed += bool(errors)

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# End-to-end tests of the siphon-bench executable, one case per ctest:
+#
+#   bench_cli_test.sh CASE SIPHON_BENCH CHECK_BENCH_JSON SCHEMA
+#
+# Each case runs real messengers (TCP) and checks exit status, the table and
+# the JSON document. Exit 0 pass, 1 fail, 77 skipped (with the reason).
+set -uo pipefail
+
+case_name=$1
+bench=$2
+checker=$3
+schema=$4
+
+tmp=$(mktemp -d /tmp/siphon-bench-test.XXXXXX)
+cleanups=("rm -rf '$tmp'")
+cleanup() {
+  local i
+  for ((i = ${#cleanups[@]} - 1; i >= 0; i--)); do eval "${cleanups[$i]}" >/dev/null 2>&1 || true; done
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL ($case_name): $*" >&2
+  for f in "$tmp"/*.out "$tmp"/*.err; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }
+  done
+  exit 1
+}
+skip() {
+  echo "SKIP ($case_name): $*"
+  exit 77
+}
+
+# run NAME ARGS...: runs siphon-bench with no configuration from the
+# environment; stdout/stderr in $tmp/NAME.out/.err, status in $status.
+run() {
+  local name=$1
+  shift
+  (cd "$tmp" && env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" "$bench" "$@") >"$tmp/$name.out" 2>"$tmp/$name.err"
+  status=$?
+}
+expect_status() {
+  [ "$status" -eq "$1" ] || fail "expected exit status $1, got $status"
+}
+expect_in() {  # FILE REGEX
+  grep -Eq -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"
+}
+expect_not_in() {
+  ! grep -Eq -- "$2" "$1" || fail "'$2' unexpectedly found in $(basename "$1")"
+}
+# json FILE EXPR: evaluates EXPR with d = the document (python).
+json() {
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1" || fail "cannot read $1 as JSON"
+}
+expect_json() {  # FILE EXPR (must be true)
+  local v
+  v=$(json "$1" "$2")
+  [ "$v" = "True" ] || fail "JSON check '$2' is $v in $(basename "$1")"
+}
+validate() {
+  python3 "$checker" "$schema" "$@" >"$tmp/validate.out" 2>&1 || { cat "$tmp/validate.out" >&2; fail "schema validation failed"; }
+}
+# Waits for `server listening on ADDR` in FILE; prints ADDR.
+server_addr() {
+  local i addr
+  for i in $(seq 1 200); do
+    addr=$(sed -n 's/.*server listening on \([^ ]*\) .*/\1/p' "$1" | head -n1)
+    [ -n "$addr" ] && { echo "$addr"; return 0; }
+    sleep 0.05
+  done
+  return 1
+}
+
+case "$case_name" in
+
+no_config)
+  # Hide a system-wide /etc/ceph/ceph.conf if this machine has one.
+  if [ -e /etc/ceph/ceph.conf ]; then
+    command -v unshare >/dev/null || skip "/etc/ceph/ceph.conf exists and unshare is missing"
+    unshare -m true 2>/dev/null || skip "/etc/ceph/ceph.conf exists and no mount namespace can hide it"
+    real=$bench
+    bench="$tmp/in-empty-etc-ceph"
+    printf '#!/bin/sh\nexec unshare -m sh -c '\''mount -t tmpfs none /etc/ceph && exec "$0" "$@"'\'' %s "$@"\n' "$real" >"$bench"
+    chmod +x "$bench"
+  fi
+  run r loopback --duration 2 --warmup 0.5 --json "$tmp/r.json"
+  expect_status 0
+  # The embedded default is the RDMA stack (software fabric without a NIC).
+  expect_in "$tmp/r.out" '^siphon-bench loopback \(async\+rdma, echo\), 2\.[0-9]+ s measured'
+  expect_in "$tmp/r.err" 'loopback over async\+rdma \(ms_type from default\)'
+  expect_in "$tmp/r.err" 'no configuration file found'
+  validate "$tmp/r.json"
+  expect_json "$tmp/r.json" 'd["results"]["messages"] > 0 and d["results"]["errors"] == 0'
+  expect_json "$tmp/r.json" 'd["config"]["ms_type_source"] == "default" and d["options"]["ms_type"] == "async+posix"'
+  expect_json "$tmp/r.json" 'len(d["results"]["msgs_per_second"]) == 2'
+  expect_json "$tmp/r.json" 'd["results"]["cpu"]["client_user_s"] + d["results"]["cpu"]["client_system_s"] > 0'
+  expect_json "$tmp/r.json" 'd["results"]["cpu"]["server_user_s"] + d["results"]["cpu"]["server_system_s"] > 0'
+  ;;
+
+config_posix)
+  cat >"$tmp/bench.conf" <<'EOF'
+[global]
+ms_type = async+posix
+ms_async_op_threads = 2
+
+[client.bench]
+ms_tcp_rcvbuf = 1M
+EOF
+  run r -c "$tmp/bench.conf" --name client.bench loopback --duration 2 --warmup 0.5 --json "$tmp/r.json"
+  expect_status 0
+  expect_in "$tmp/r.err" "loopback over async\+posix \(ms_type from .*bench.conf:2 \[global\]\)"
+  expect_in "$tmp/r.err" 'server .* \(3 threads\)'   # 2 workers + the dispatch thread
+  expect_not_in "$tmp/r.err" 'no configuration file found'
+  validate "$tmp/r.json"
+  expect_json "$tmp/r.json" 'd["options"]["ms_async_op_threads"] == "2" and d["options"]["ms_tcp_rcvbuf"] == "1048576"'
+  expect_json "$tmp/r.json" 'd["results"]["messages"] > 0 and d["results"]["errors"] == 0'
+  # The command line wins over the file, as in Ceph.
+  run r2 -c "$tmp/bench.conf" loopback --set ms_async_op_threads=1 --count 500 --json "$tmp/r2.json"
+  expect_status 0
+  expect_json "$tmp/r2.json" 'd["options"]["ms_async_op_threads"] == "1"'
+  # A config selecting async+rdma runs on it (the software fabric here),
+  # and a device that does not exist is an error that names the remedy.
+  printf '[global]\nms_type = async+rdma\n' >"$tmp/rdma.conf"
+  run r3 -c "$tmp/rdma.conf" loopback --count 500 --json "$tmp/r3.json"
+  expect_status 0
+  expect_json "$tmp/r3.json" 'd["ms_type"] == "async+rdma" and d["results"]["messages"] == 500'
+  printf '[global]\nms_type = async+rdma\nms_async_rdma_device_name = mlx5_0\n' >"$tmp/mlx.conf"
+  run r4 -c "$tmp/mlx.conf" loopback --count 10
+  expect_status 1
+  expect_in "$tmp/r4.err" 'mlx5_0'
+  ;;
+
+verify_clean)
+  run r loopback --count 20000 --conns 3 --threads 2 --size-dist 1-8K --verify --json "$tmp/r.json"
+  expect_status 0
+  validate "$tmp/r.json"
+  expect_json "$tmp/r.json" 'd["results"]["messages"] == 20000'
+  expect_json "$tmp/r.json" 'd["results"]["verify"] == {"checked": 20000, "lost": 0, "duplicated": 0, "reordered": 0, "corrupted": 0}'
+  # The same over a lossless session whose sockets fail every few hundred
+  # operations: the messenger replays, --verify still sees every message once.
+  run f loopback --ms-type async+posix --count 20000 --conns 2 --verify --set ms_inject_socket_failures=200 --set ms_initial_backoff=0.01 \
+    --json "$tmp/f.json"
+  expect_status 0
+  expect_json "$tmp/f.json" 'd["results"]["messenger"]["faults"] > 0'
+  expect_json "$tmp/f.json" 'd["results"]["verify"]["checked"] == 20000 and d["results"]["verify"]["lost"] == 0'
+  expect_json "$tmp/f.json" 'd["results"]["verify"]["duplicated"] + d["results"]["verify"]["reordered"] + d["results"]["verify"]["corrupted"] == 0'
+  ;;
+
+verify_detects)
+  # Test hook --inject-corruption-every N: every Nth payload is damaged after
+  # its CRC was taken and before the messenger sees it (source: the server
+  # damages every Nth reply). --verify must count exactly count/N.
+  for pattern in echo sink source; do
+    run "$pattern" loopback --pattern "$pattern" --count 3000 --size 4K --verify --inject-corruption-every 100 \
+      --json "$tmp/$pattern.json"
+    expect_status 3
+    expect_in "$tmp/$pattern.err" '--verify failed: 0 lost, 0 duplicated, 0 reordered, 30 corrupted'
+    expect_json "$tmp/$pattern.json" 'd["results"]["verify"]["corrupted"] == 30 and d["results"]["verify"]["checked"] == 3000'
+  done
+  # Lost messages: a lossy session whose sockets fail drops what was in flight.
+  run lossy loopback --ms-type async+posix --policy lossy --count 20000 --conns 2 --verify --set ms_inject_socket_failures=100 \
+    --drain-timeout 1 --json "$tmp/lossy.json"
+  expect_status 3
+  expect_json "$tmp/lossy.json" 'd["results"]["verify"]["lost"] > 0 and d["results"]["messenger"]["faults"] > 0'
+  ;;
+
+workloads)
+  # Byte accounting per pattern, counts, conns/threads, queue dispatch.
+  run echo loopback --pattern echo --size 8K --count 1000 --json "$tmp/echo.json"
+  expect_status 0
+  expect_json "$tmp/echo.json" 'd["results"]["bytes"] == 2 * 8192 * 1000'
+  run sink loopback --pattern sink --size 8K --count 1000 --json "$tmp/sink.json"
+  expect_status 0
+  expect_json "$tmp/sink.json" 'd["results"]["bytes"] == 8192 * 1000'
+  run source loopback --pattern source --size 8K --count 1000 --conns 2 --dispatch queue --json "$tmp/source.json"
+  expect_status 0
+  expect_json "$tmp/source.json" 'd["results"]["bytes"] == 8192 * 1000 and d["pattern"] == "source"'
+  # --think-us: the server spends 2 ms per request, so no round trip is shorter.
+  run think loopback --think-us 2000 --count 100 --inflight 1 --json "$tmp/think.json"
+  expect_status 0
+  expect_json "$tmp/think.json" 'd["results"]["latency_ns"]["min"] >= 2000000'
+  # Open loop: --rate sets the request rate.
+  run rate loopback --rate 2000 --duration 2 --warmup 0.5 --json "$tmp/rate.json"
+  expect_status 0
+  expect_json "$tmp/rate.json" '1400 <= d["results"]["msgs_per_s"] <= 2600'  # a closed loop runs far faster
+  expect_json "$tmp/rate.json" 'd["config"]["rate"] == "2000" and d["config"]["inflight"] == "1024"'
+  # --plot writes both panels.
+  run plot loopback --count 2000 --plot "$tmp/p.svg"
+  expect_status 0
+  expect_in "$tmp/p.svg" '<path d="M[^"]+L'
+  ;;
+
+server_client)
+  # Two processes on 127.0.0.1; the server picks a free port and prints it.
+  (cd "$tmp" && exec env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" "$bench" server --bind 127.0.0.1 --once \
+     --duration 60 --json "$tmp/server.json") >"$tmp/server.out" 2>"$tmp/server.err" &
+  server_pid=$!
+  cleanups+=("kill $server_pid")
+  addr=$(server_addr "$tmp/server.err") || fail "the server did not report its address"
+  run c client --target "$addr" --duration 2 --warmup 0.5 --conns 2 --verify --json "$tmp/c.json"
+  expect_status 0
+  wait "$server_pid"
+  status=$?
+  expect_status 0
+  validate "$tmp/c.json" "$tmp/server.json"
+  expect_json "$tmp/c.json" 'd["mode"] == "client" and d["results"]["verify"]["lost"] == 0'
+  expect_json "$tmp/c.json" 'd["results"]["cpu"]["server_user_s"] + d["results"]["cpu"]["server_system_s"] > 0'
+  expect_json "$tmp/server.json" 'd["mode"] == "server" and d["config"]["client_runs"] == "1"'
+  expect_in "$tmp/server.out" 'requests served'
+  # Nothing listening: a clear error after --connect-timeout.
+  run nobody client --target 127.0.0.1:1 --count 10 --connect-timeout 1
+  expect_status 1
+  expect_in "$tmp/nobody.err" 'not ready after 1 s'
+  ;;
+
+netns)
+  [ "$(id -u)" -eq 0 ] || skip "creating network namespaces needs root"
+  command -v ip >/dev/null || skip "iproute2 (ip) is not installed"
+  a=sbA$$ b=sbB$$ va=sba$$ vb=sbb$$
+  ip netns add "$a" 2>"$tmp/ns.err" || skip "cannot create a network namespace: $(cat "$tmp/ns.err")"
+  cleanups+=("ip netns del $a")
+  ip netns add "$b" || fail "second namespace"
+  cleanups+=("ip netns del $b")
+  ip link add "$va" type veth peer name "$vb" 2>"$tmp/veth.err" || skip "cannot create a veth pair: $(cat "$tmp/veth.err")"
+  cleanups+=("ip link del $va")
+  ip link set "$va" netns "$a" && ip link set "$vb" netns "$b" || fail "moving the veth ends"
+  ip -n "$a" addr add 192.0.2.1/24 dev "$va" && ip -n "$a" link set "$va" up && ip -n "$a" link set lo up || fail "addressing $a"
+  ip -n "$b" addr add 192.0.2.2/24 dev "$vb" && ip -n "$b" link set "$vb" up && ip -n "$b" link set lo up || fail "addressing $b"
+  (cd "$tmp" && exec env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" ip netns exec "$a" "$bench" server --bind 192.0.2.1:6800 \
+     --once --duration 60 --json "$tmp/server.json") >"$tmp/server.out" 2>"$tmp/server.err" &
+  server_pid=$!
+  cleanups+=("kill $server_pid")
+  addr=$(server_addr "$tmp/server.err") || fail "the server did not report its address"
+  [ "$addr" = "v2:192.0.2.1:6800/0" ] || fail "server address $addr"
+  bench_real=$bench
+  bench="$tmp/in-ns-b"
+  printf '#!/bin/sh\nexec ip netns exec %s %s "$@"\n' "$b" "$bench_real" >"$bench"
+  chmod +x "$bench"
+  run c client --target 192.0.2.1:6800 --duration 2 --warmup 0.5 --conns 2 --size 16K --verify --json "$tmp/c.json"
+  expect_status 0
+  wait "$server_pid"
+  status=$?
+  expect_status 0
+  validate "$tmp/c.json" "$tmp/server.json"
+  expect_json "$tmp/c.json" 'd["results"]["messages"] > 0 and d["results"]["verify"]["lost"] == 0 and d["results"]["verify"]["corrupted"] == 0'
+  # The payload really crossed the veth pair.
+  sent=$(json "$tmp/c.json" 'd["results"]["bytes"] // 2')
+  rx=$(ip -n "$a" -s -j link show "$va" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["stats64"]["rx"]["bytes"])')
+  [ "$rx" -ge "$sent" ] || fail "only $rx bytes arrived on $va, the client sent $sent payload bytes in the window"
+  ;;
+
+json_schema)
+  run r loopback --count 2000 --verify --json - --quiet
+  expect_status 0
+  cp "$tmp/r.out" "$tmp/r.json"
+  validate "$tmp/r.json"
+  expect_in "$tmp/r.err" '^siphon-bench loopback'   # the table moves to stderr
+  run c compare --ms-types async+posix,async+rdma --duration 1 --warmup 0.2 --json "$tmp/c.json"
+  expect_status 0
+  validate "$tmp/c.json"
+  expect_json "$tmp/c.json" '[x["ms_type"] for x in d] == ["async+posix", "async+rdma"]'
+  expect_json "$tmp/c.json" 'd[0]["results"]["messages"] > 0 and d[1]["results"]["messages"] > 0'
+  expect_in "$tmp/c.out" 'ms_type +async\+posix +async\+rdma'
+  # The validator rejects a document that breaks the schema.
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d["results"]["messages"]="many"; json.dump(d, open(sys.argv[2],"w"))' \
+    "$tmp/r.json" "$tmp/bad.json"
+  ! python3 "$checker" "$schema" "$tmp/bad.json" >/dev/null || fail "the validator accepted a broken document"
+  ;;
+
+bad_flags)
+  # Every bad invocation: exit 2, one clear sentence, never a crash.
+  check() {  # EXPECTED-REGEX ARGS...
+    local want=$1
+    shift
+    run bad "$@"
+    [ "$status" -eq 2 ] || fail "'$*' exited $status, expected 2"
+    grep -Eq -- "$want" "$tmp/bad.err" || fail "'$*' said: $(head -n1 "$tmp/bad.err") (expected /$want/)"
+  }
+  check "which mode"
+  check "unknown mode 'fast'" fast
+  check "unknown flag '--frobnicate'" loopback --frobnicate
+  check "unexpected argument 'extra'" loopback extra
+  check "--conns expects a whole number from 1 to 1024, got '0'" loopback --conns 0
+  check "--size expects a byte count" loopback --size 4X
+  check "--size needs a value" loopback --size --verify
+  check "--size-dist '1K-': " loopback --size-dist 1K-
+  check "--size and --size-dist exclude each other" loopback --size 4K --size-dist 1K-2K
+  check "--count and --duration exclude each other" loopback --count 5 --duration 3
+  check "--warmup applies to --duration runs" loopback --count 5 --warmup 1
+  check "--pattern expects echo, sink or source" loopback --pattern flood
+  check "--rate expects requests per second" loopback --rate -5
+  check "--threads 4 exceeds --conns 1" loopback --threads 4
+  check "--verify takes no value" loopback --verify=yes
+  check "--inject-corruption-every needs --verify" loopback --inject-corruption-every 3
+  check "client mode needs --target" client
+  check "--target 'nowhere' is not an address" client --target nowhere
+  check "--target '192.0.2.1' needs a port" client --target 192.0.2.1
+  check "--bind 'x:y' is not an address" server --bind x:y
+  check "--size does not apply to server mode" server --size 4K
+  check "--once does not apply to loopback mode" loopback --once
+  check "compare mode needs --ms-types" compare
+  check "--ms-types: 'tcp' is not a messenger type" compare --ms-types async+posix,tcp
+  check "compare takes the stacks from --ms-types" compare --ms-types async+posix --ms-type async+posix
+  check "ms_type = tcp: 'tcp' is not a messenger type" loopback --ms-type tcp
+  check "--set: 'nonsense' is not an option" loopback --set nonsense=1
+  check "--set 'ms_async_op_threads': expected KEY=VALUE" loopback --set ms_async_op_threads
+  check "above the maximum 24" loopback --set ms_async_op_threads=99
+  check "exceeds ms_max_segment_size" loopback --size 300M
+  check "unable to open a configuration file" loopback -c "$tmp/missing.conf"
+  run help --help
+  expect_status 0
+  expect_in "$tmp/help.out" '^usage:'
+  ;;
+
+interactive)
+  # The progress line appears once a second on a terminal only, never with --quiet.
+  command -v script >/dev/null || skip "script (util-linux) is not installed"
+  (cd "$tmp" && env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" script -qec "$bench loopback --duration 2 --warmup 0" \
+     "$tmp/tty.out" >/dev/null 2>&1)
+  expect_in "$tmp/tty.out" 'msgs/s +[0-9.]+ MiB/s +[0-9]+ in flight'
+  (cd "$tmp" && env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" script -qec "$bench loopback --duration 2 --warmup 0 --quiet" \
+     "$tmp/ttyq.out" >/dev/null 2>&1)
+  expect_in "$tmp/ttyq.out" 'siphon-bench loopback'
+  expect_not_in "$tmp/ttyq.out" 'in flight'
+  run pipe loopback --duration 2 --warmup 0
+  expect_status 0
+  expect_not_in "$tmp/pipe.err" 'in flight'
+  # Ctrl-C ends the run early and still reports what was measured.
+  (cd "$tmp" && exec env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" "$bench" loopback --duration 60 --warmup 0 \
+     --json "$tmp/int.json") >"$tmp/int.out" 2>"$tmp/int.err" &
+  pid=$!
+  sleep 2
+  kill -INT "$pid"
+  wait "$pid"
+  status=$?
+  expect_status 0
+  validate "$tmp/int.json"
+  expect_json "$tmp/int.json" '0.5 < d["results"]["seconds"] < 30 and d["results"]["messages"] > 0'
+  ;;
+
+*)
+  echo "unknown case $case_name" >&2
+  exit 2
+  ;;
+esac
+echo "PASS ($case_name)"

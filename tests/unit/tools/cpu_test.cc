@@ -1,0 +1,63 @@
+// CPU accounting of siphon-bench (tools/bench/cpu.h).
+#include <gtest/gtest.h>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "tools/bench/cpu.h"
+
+namespace siphon::bench {
+namespace {
+
+void burn(std::chrono::milliseconds d) {
+  const auto until = std::chrono::steady_clock::now() + d;
+  volatile std::uint64_t x = 0;
+  while (std::chrono::steady_clock::now() < until) x = x + 1;
+}
+
+TEST(Cpu, ThreadsAreFoundAndAttributed) {
+  const auto before = list_threads();
+  ASSERT_FALSE(before.empty());
+  EXPECT_NE(std::find(before.begin(), before.end(), static_cast<pid_t>(::syscall(SYS_gettid))), before.end());
+  std::atomic<bool> go{false}, done{false};
+  std::atomic<pid_t> tid{0};
+  std::thread t([&] {
+    tid = static_cast<pid_t>(::syscall(SYS_gettid));
+    while (!go) std::this_thread::yield();
+    burn(std::chrono::milliseconds(200));
+    done = true;
+    while (go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  });
+  while (tid == 0) std::this_thread::yield();
+  const auto added = new_threads(before, list_threads());
+  ASSERT_EQ(added.size(), 1u);
+  EXPECT_EQ(added[0], tid.load());
+  const CpuTimes t0 = threads_cpu(added);
+  go = true;
+  while (!done) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const CpuTimes t1 = threads_cpu(added);
+  // 200 ms of spinning; on a busy machine the thread may get less CPU.
+  EXPECT_GT((t1 - t0).total_ns(), 20'000'000u);
+  EXPECT_LT((t1 - t0).total_ns(), 2'000'000'000u);
+  // The process total includes that thread's time.
+  EXPECT_GE(process_cpu().total_ns(), t1.total_ns());
+  go = false;
+  t.join();
+  EXPECT_EQ(thread_cpu(added[0]).total_ns(), 0u) << "an exited thread reads as zero";
+}
+
+TEST(Cpu, ThisThread) {
+  const CpuTimes a = this_thread_cpu();
+  burn(std::chrono::milliseconds(50));
+  const CpuTimes b = this_thread_cpu();
+  EXPECT_GT((b - a).total_ns(), 0u);
+  EXPECT_EQ((a - b).total_ns(), 0u) << "differences never go negative";
+}
+
+}  // namespace
+}  // namespace siphon::bench

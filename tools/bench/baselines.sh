@@ -1,0 +1,217 @@
+#!/usr/bin/env bash
+# Measures siphon-bench next to the host's own TCP baselines, in the same run,
+# on 127.0.0.1, and prints one Markdown table with ratios
+# (docs/benchmarking.md, "Baselines").
+#
+#   tools/bench/baselines.sh [--bench PATH] [--seconds N] [--runs N] [--pin none|same|split]
+#
+#   throughput  iperf3, one TCP stream (128 KiB and 1 MiB writes)
+#               vs siphon-bench client --pattern sink --conns 1 (128 KiB, 1 MiB)
+#   latency     sockperf ping-pong over TCP (64 B and 4 KiB)
+#               vs siphon-bench client --pattern echo --conns 1 --inflight 1
+#   ucx         ucx_perftest over TCP (UCX_TLS=tcp), only if installed
+#
+# Every pair runs as two processes (server, client) like the baselines.
+# --pin same puts both on CPU 0, split puts the server on CPU 0 and the client
+# on CPU 1 (taskset); the default leaves placement to the kernel. With
+# --runs N each figure is the median of N runs. Install the baselines with
+# SIPHON_DEPS=bench tools/dev/install-deps.sh.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+bench="$root/build/release/tools/bench/siphon-bench"
+seconds=5
+runs=1
+pin=none
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --bench) bench=$2; shift 2 ;;
+    --seconds) seconds=$2; shift 2 ;;
+    --runs) runs=$2; shift 2 ;;
+    --pin) pin=$2; shift 2 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    *) echo "baselines.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
+  esac
+done
+case "$pin" in none|same|split) ;; *) echo "baselines.sh: --pin none|same|split" >&2; exit 2 ;; esac
+[[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]] || { echo "baselines.sh: --seconds takes a whole number >= 1" >&2; exit 2; }
+[[ "$runs" =~ ^[0-9]+$ && "$runs" -ge 1 ]] || { echo "baselines.sh: --runs takes a whole number >= 1" >&2; exit 2; }
+[ -x "$bench" ] || { echo "baselines.sh: $bench is not built (cmake --preset release && cmake --build build/release --target siphon-bench)" >&2; exit 1; }
+for tool in iperf3 sockperf python3; do
+  command -v "$tool" >/dev/null || { echo "baselines.sh: $tool is missing (SIPHON_DEPS=bench tools/dev/install-deps.sh)" >&2; exit 1; }
+done
+
+tmp=$(mktemp -d /tmp/siphon-baselines.XXXXXX)
+# Every function below stops the servers it started before it returns.
+cleanup() { rm -rf "$tmp"; }
+trap cleanup EXIT
+
+server_cpu() { case "$pin" in same|split) echo "taskset -c 0" ;; *) echo "" ;; esac; }
+client_cpu() { case "$pin" in same) echo "taskset -c 0" ;; split) echo "taskset -c 1" ;; *) echo "" ;; esac; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(statistics.median(v))' "$@"; }
+# wait_for FILE REGEX: up to 10 s.
+wait_for() {
+  local i
+  for i in $(seq 1 200); do grep -Eq "$2" "$1" 2>/dev/null && return 0; sleep 0.05; done
+  echo "baselines.sh: timed out waiting for /$2/ in $1" >&2
+  cat "$1" >&2
+  return 1
+}
+
+# --- the measurements (each prints one number) ---------------------------------
+
+iperf3_gbit() {  # WRITE_SIZE
+  local port out
+  port=$(free_port)
+  $(server_cpu) iperf3 -s -1 -B 127.0.0.1 -p "$port" --forceflush >"$tmp/iperf3-server.log" 2>&1 &
+  local ipid=$!
+  out="$tmp/iperf3.json"
+  if wait_for "$tmp/iperf3-server.log" "listening"; then
+    $(client_cpu) iperf3 -c 127.0.0.1 -p "$port" -t "$seconds" -l "$1" -J >"$out" || true
+  fi
+  kill "$ipid" 2>/dev/null || true
+  wait "$ipid" 2>/dev/null || true
+  python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["end"]["sum_received"]["bits_per_second"]/1e9)' "$out"
+}
+
+sockperf_rtt() {  # MESSAGE_SIZE -> "p50 p99 avg" as round trips (µs)
+  local port out
+  port=$(free_port)
+  $(server_cpu) sockperf server -i 127.0.0.1 -p "$port" --tcp >"$tmp/sockperf-server.log" 2>&1 &
+  local spid=$!
+  sleep 0.5
+  out="$tmp/sockperf.log"
+  $(client_cpu) sockperf ping-pong -i 127.0.0.1 -p "$port" --tcp -m "$1" -t "$seconds" >"$out" 2>&1
+  kill "$spid" 2>/dev/null || true
+  wait "$spid" 2>/dev/null || true
+  # sockperf reports half a round trip; double it to compare round trips.
+  python3 - "$out" <<'EOF'
+import re, sys
+t = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
+p50 = float(re.search(r"percentile 50\.000 =\s*([0-9.]+)", t).group(1))
+p99 = float(re.search(r"percentile 99\.000 =\s*([0-9.]+)", t).group(1))
+avg = float(re.search(r"avg-latency=([0-9.]+)", t).group(1))
+print(2 * p50, 2 * p99, 2 * avg)
+EOF
+}
+
+# siphon_run KEY ARGS...: server + client, prints the client JSON's KEY
+# ("gbit" | "rtt": "p50 p99 avg" in µs).
+siphon_run() {
+  local key=$1
+  shift
+  local slog="$tmp/siphon-server.log"
+  # The server picks a free port and prints its address on stderr.
+  rm -f "$slog"
+  $(server_cpu) "$bench" server --bind 127.0.0.1 --once --duration $((seconds + 60)) >"$tmp/siphon-server.out" 2>"$slog" &
+  local spid=$!
+  rm -f "$tmp/siphon.json"
+  local addr="" i
+  for i in $(seq 1 200); do
+    addr=$(sed -n 's/.*server listening on \([^ ]*\) .*/\1/p' "$slog" 2>/dev/null | head -n1)
+    [ -n "$addr" ] && break
+    sleep 0.05
+  done
+  if [ -n "$addr" ]; then
+    $(client_cpu) "$bench" client --target "$addr" --duration "$seconds" --warmup 1 --quiet --json "$tmp/siphon.json" \
+      "$@" >"$tmp/siphon-client.out" || true
+  else
+    : >"$tmp/siphon-client.out"
+    kill "$spid" 2>/dev/null || true
+  fi
+  wait "$spid" 2>/dev/null || true
+  [ -s "$tmp/siphon.json" ] || { echo "baselines.sh: siphon-bench client failed:" >&2; cat "$tmp/siphon-client.out" "$slog" >&2; return 0; }
+  python3 - "$tmp/siphon.json" "$key" <<'EOF'
+import json, sys
+r = json.load(open(sys.argv[1]))["results"]
+if sys.argv[2] == "gbit":
+    print(r["gbit_per_s"])
+else:
+    l = r["latency_ns"]
+    print(l["percentiles"]["p50"] / 1000, l["percentiles"]["p99"] / 1000, l["mean"] / 1000)
+EOF
+}
+
+ucx_rtt() {  # MESSAGE_SIZE -> "p50 avg" round trips (µs), or nothing
+  local port out
+  port=$(free_port)
+  UCX_TLS=tcp UCX_NET_DEVICES=lo $(server_cpu) ucx_perftest -p "$port" >"$tmp/ucx-server.log" 2>&1 &
+  local upid=$!
+  sleep 1
+  out="$tmp/ucx.log"
+  UCX_TLS=tcp UCX_NET_DEVICES=lo $(client_cpu) ucx_perftest 127.0.0.1 -p "$port" -t tag_lat -s "$1" -n 20000 -w 2000 \
+    >"$out" 2>&1 || true
+  kill "$upid" 2>/dev/null || true
+  wait "$upid" 2>/dev/null || true
+  # The final line: ... latency (usec) typical average overall ...; one way.
+  python3 - "$out" <<'EOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.strip() and l.split()[0].isdigit()]
+if rows:
+    r = rows[-1]
+    print(2 * float(r[2]), 2 * float(r[4]))
+EOF
+}
+
+# ratio A B: A/B with two decimals, "n/a" when either is missing.
+ratio() { python3 -c 'import sys
+try: print(f"{float(sys.argv[1])/float(sys.argv[2]):.2f}")
+except Exception: print("n/a")' "${1:-}" "${2:-}"; }
+num() { python3 -c 'import sys
+try: print(f"{float(sys.argv[1]):.{int(sys.argv[2])}f}")
+except Exception: print("n/a")' "${1:-}" "$2"; }
+
+# repeat N CMD...: median of N runs, field by field.
+repeat() {
+  local n=$1
+  shift
+  local i out=()
+  for ((i = 0; i < n; i++)); do out+=("$("$@")"); done
+  python3 - "${out[@]}" <<'EOF'
+import statistics, sys
+rows = [[float(x) for x in a.split()] for a in sys.argv[1:] if a.strip()]
+if rows:
+    print(" ".join(f"{statistics.median(c):.3f}" for c in zip(*rows)))
+EOF
+}
+
+# --- the run ------------------------------------------------------------------------
+
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+cpu_model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
+echo "# siphon-bench baselines"
+echo
+echo "Machine: $(nproc) CPUs ($cpu_model), $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
+  "$(. /etc/os-release && echo "$PRETTY_NAME"), kernel $(uname -r); load average at start $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "Date: $(date -u +%Y-%m-%dT%H:%MZ); commit $commit; $seconds s per measurement, median of $runs run(s), pinning: $pin."
+echo "siphon-bench: $("$bench" --version), 127.0.0.1, server and client as two processes, ms_type async+posix."
+echo
+
+echo "| workload | baseline | baseline | siphon-bench | siphon-bench / baseline |"
+echo "|---|---|---|---|---|"
+for size in 128K 1M; do
+  base=$(repeat "$runs" iperf3_gbit "$size")
+  sb=$(repeat "$runs" siphon_run gbit --pattern sink --size "$size" --conns 1)
+  echo "| one stream, $size writes / messages | iperf3 | $(num "$base" 2) Gbit/s | $(num "$sb" 2) Gbit/s | $(ratio "$sb" "$base") |"
+done
+for size in 64 4096; do
+  read -r bp50 bp99 bavg <<<"$(repeat "$runs" sockperf_rtt "$size")"
+  read -r sp50 sp99 savg <<<"$(repeat "$runs" siphon_run rtt --pattern echo --size "$size" --conns 1 --inflight 1)"
+  echo "| ping-pong $size B, round trip p50 | sockperf | $(num "${bp50:-}" 1) µs | $(num "${sp50:-}" 1) µs | $(ratio "${sp50:-}" "${bp50:-}") |"
+  echo "| ping-pong $size B, round trip p99 | sockperf | $(num "${bp99:-}" 1) µs | $(num "${sp99:-}" 1) µs | $(ratio "${sp99:-}" "${bp99:-}") |"
+done
+if command -v ucx_perftest >/dev/null; then
+  for size in 64 4096; do
+    read -r up50 uavg <<<"$(repeat "$runs" ucx_rtt "$size")"
+    [ -n "${up50:-}" ] || continue
+    read -r sp50 sp99 savg <<<"$(repeat "$runs" siphon_run rtt --pattern echo --size "$size" --conns 1 --inflight 1)"
+    echo "| ping-pong $size B, round trip p50 | ucx_perftest tag_lat (UCX_TLS=tcp) | $(num "$up50" 1) µs | $(num "${sp50:-}" 1) µs | $(ratio "${sp50:-}" "$up50") |"
+  done
+else
+  echo
+  echo "ucx_perftest: not installed, UCX row skipped (Debian package ucx-utils)."
+fi
+echo
+echo "Round trips: sockperf and ucx_perftest print half a round trip; the table doubles them."
+echo "siphon-bench figures are payload only (msgr2 framing excluded); iperf3 counts TCP payload."

@@ -1,0 +1,25 @@
+// Stack selection for siphon-bench: the Config's ms_type -> a transport
+// stack, and the Config -> MessengerOptions.
+//
+// This is deliberately the only place that knows which stacks exist: when
+// compat/factory.h (the stack registry and create_messenger) lands, the body
+// of create_stack() becomes one call into it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "compat/config.h"
+#include "msgr/api/messenger.h"
+
+namespace siphon::bench {
+
+// The messenger and transport options a Config describes.
+MessengerOptions messenger_options(const compat::Config& cfg);
+
+// A stack for `type`, or nullptr with `why_not` set to one sentence saying
+// why this build cannot create it (never throws for an unknown stack).
+std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const compat::Config& cfg,
+                                               const MessengerOptions& opts, std::string& why_not);
+
+}  // namespace siphon::bench
