@@ -137,6 +137,12 @@ verify_clean)
   validate "$tmp/r.json"
   expect_json "$tmp/r.json" 'd["results"]["messages"] == 20000'
   expect_json "$tmp/r.json" 'd["results"]["verify"] == {"checked": 20000, "lost": 0, "duplicated": 0, "reordered": 0, "corrupted": 0}'
+  # Zero loss on every stack: the same over TCP and over RDMA explicitly.
+  for stack in async+posix async+rdma; do
+    run "v_$stack" loopback --ms-type "$stack" --count 5000 --conns 2 --size-dist 1-64K,128K-256K:1 --verify --json "$tmp/v.json"
+    expect_status 0
+    expect_json "$tmp/v.json" 'd["ms_type"] == "'"$stack"'" and d["results"]["verify"] == {"checked": 5000, "lost": 0, "duplicated": 0, "reordered": 0, "corrupted": 0}'
+  done
   # The same over a lossless session whose sockets fail every few hundred
   # operations: the messenger replays, --verify still sees every message once.
   run f loopback --ms-type async+posix --count 20000 --conns 2 --verify --set ms_inject_socket_failures=200 --set ms_initial_backoff=0.01 \
