@@ -93,7 +93,7 @@ no_config)
   validate "$tmp/r.json"
   expect_json "$tmp/r.json" 'd["results"]["messages"] > 0 and d["results"]["errors"] == 0'
   expect_json "$tmp/r.json" 'd["config"]["ms_type_source"] == "default" and d["options"]["ms_type"] == "async+posix"'
-  expect_json "$tmp/r.json" 'len(d["results"]["msgs_per_second"]) in (2, 3)'  # a loaded host may end a sample late
+  expect_json "$tmp/r.json" '1 <= len(d["results"]["msgs_per_second"]) <= 3'  # one sample a second; a loaded or sanitized run may tick late
   expect_json "$tmp/r.json" 'd["results"]["cpu"]["client_user_s"] + d["results"]["cpu"]["client_system_s"] > 0'
   expect_json "$tmp/r.json" 'd["results"]["cpu"]["server_user_s"] + d["results"]["cpu"]["server_system_s"] > 0'
   ;;
