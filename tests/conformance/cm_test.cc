@@ -132,7 +132,7 @@ void Cm_ConnectAcceptPrivateDataTrafficDisconnect::a(Side& s) {
   ASSERT_FALSE(c.id->disconnect());
   ASSERT_TRUE(wait_event(*c.ch, ev));
   EXPECT_EQ(ev.type, CmEventType::disconnected) << to_string(ev.type);
-  EXPECT_EQ(c.qp->state(), QpState::err);
+  EXPECT_EQ(settled_state(*c.qp, QpState::err), QpState::err);
   ASSERT_TRUE(s.oob->sync());
 }
 void Cm_ConnectAcceptPrivateDataTrafficDisconnect::b(Side& s) {

@@ -431,6 +431,16 @@ std::error_code bring_up(const Side& s, QueuePair& qp, const Endpoint& self, con
                           kAttrMaxRdAtomic);
 }
 
+QpState settled_state(const QueuePair& qp, QpState want, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  QpState st = qp.state();
+  while (st != want && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(1ms);
+    st = qp.state();
+  }
+  return st;
+}
+
 std::vector<Wc> poll_n(CompletionQueue& cq, std::size_t n, std::chrono::milliseconds timeout) {
   std::vector<Wc> out;
   Wc batch[32];

@@ -159,4 +159,11 @@ bool fd_readable(int fd, std::chrono::milliseconds timeout);
 Gid gid_of(const NetAddress& a);
 std::string describe(const Wc& wc);
 
+// The state a QP reaches once an error completion has been reported. The
+// spec moves the QP to ERR when the error is generated, but rxe does that
+// from a kernel work item on the responder side, so ibv_query_qp can still
+// say RTS for a moment after the CQE is visible (seen in CI). Polls the
+// state until it is `want` or `timeout` passes; returns the last state read.
+QpState settled_state(const QueuePair& qp, QpState want, std::chrono::milliseconds timeout = 2s);
+
 }  // namespace siphon::rdma::conformance

@@ -291,7 +291,7 @@ void Rdma_AccessViolationsAreRemoteAccessErrors::a(Side& s) {
     EXPECT_EQ(got[0].status, WcStatus::remote_access_error) << describe(got[0]);
     EXPECT_EQ(got[1].wr_id, 50u);
     EXPECT_EQ(got[1].status, WcStatus::flushed) << describe(got[1]);
-    EXPECT_EQ(rc.qp->state(), QpState::err);
+    EXPECT_EQ(settled_state(*rc.qp, QpState::err), QpState::err);
     ASSERT_TRUE(s.oob->sync());
   }
 }
@@ -329,7 +329,7 @@ void SendRecv_TooLongForTheReceiveBuffer::a(Side& s) {
   EXPECT_TRUE(got[0].status == WcStatus::remote_invalid_request ||
               got[0].status == WcStatus::remote_operation_error)
       << describe(got[0]);
-  EXPECT_EQ(rc.qp->state(), QpState::err);
+  EXPECT_EQ(settled_state(*rc.qp, QpState::err), QpState::err);
   ASSERT_TRUE(s.oob->sync());
 }
 void SendRecv_TooLongForTheReceiveBuffer::b(Side& s) {
@@ -346,7 +346,7 @@ void SendRecv_TooLongForTheReceiveBuffer::b(Side& s) {
   EXPECT_TRUE(got[0].status == WcStatus::local_length_error ||
               got[0].status == WcStatus::local_qp_operation_error)
       << describe(got[0]);
-  EXPECT_EQ(rc.qp->state(), QpState::err);
+  EXPECT_EQ(settled_state(*rc.qp, QpState::err), QpState::err);
   ASSERT_TRUE(s.oob->sync());
 }
 
@@ -370,7 +370,7 @@ void Rnr_SmallRetryCountEndsInRnrRetryExceeded::a(Side& s) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].wr_id, 7u);
   EXPECT_EQ(got[0].status, WcStatus::rnr_retry_exceeded) << describe(got[0]);
-  EXPECT_EQ(rc.qp->state(), QpState::err);
+  EXPECT_EQ(settled_state(*rc.qp, QpState::err), QpState::err);
   ASSERT_TRUE(s.oob->sync());
 }
 void Rnr_SmallRetryCountEndsInRnrRetryExceeded::b(Side& s) {
@@ -572,7 +572,7 @@ void PeerDeath_QpEndsInRetryExceeded::a(Side& s) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].wr_id, 2u);
   EXPECT_EQ(got[0].status, WcStatus::retry_exceeded) << describe(got[0]);
-  EXPECT_EQ(rc.qp->state(), QpState::err);
+  EXPECT_EQ(settled_state(*rc.qp, QpState::err), QpState::err);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
 }
 void PeerDeath_QpEndsInRetryExceeded::b(Side& s) {
