@@ -142,8 +142,13 @@ class MrImpl final : public MemoryRegion {
  public:
   MrImpl(std::shared_ptr<Fabric> f, DeviceCore& d, void* addr, std::size_t len, std::uint32_t access,
          std::uint32_t key)
-      : fabric_(std::move(f)), dev_(d), addr_(addr), len_(len), access_(access), key_(key) {}
-  ~MrImpl() override { dev_.mrs.remove(key_); }
+      : fabric_(std::move(f)), dev_(d), addr_(addr), len_(len), access_(access), key_(key) {
+    fabric_->counters.mrs_live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~MrImpl() override {
+    dev_.mrs.remove(key_);
+    fabric_->counters.mrs_live.fetch_sub(1, std::memory_order_relaxed);
+  }
   void* addr() const noexcept override { return addr_; }
   std::size_t length() const noexcept override { return len_; }
   std::uint32_t lkey() const noexcept override { return key_; }
@@ -203,12 +208,15 @@ std::uint32_t CqImpl::capacity() const noexcept { return core_->capacity(); }
 // ------------------------------------------------------------- QP
 
 QpImpl::QpImpl(std::shared_ptr<Fabric> f, std::shared_ptr<QpCore> core)
-    : fabric_(std::move(f)), core_(std::move(core)) {}
+    : fabric_(std::move(f)), core_(std::move(core)) {
+  fabric_->counters.qps_live.fetch_add(1, std::memory_order_relaxed);
+}
 
 QpImpl::~QpImpl() {
   QpCore* c = core_.get();
   fabric_->engine->call([c] { c->destroy(); });
   c->dev.qp_count.fetch_sub(1);
+  fabric_->counters.qps_live.fetch_sub(1, std::memory_order_relaxed);
 }
 std::uint32_t QpImpl::qp_num() const noexcept { return core_->qpn; }
 QpState QpImpl::state() const noexcept { return core_->state(); }

@@ -75,6 +75,9 @@ struct SoftCounters {
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t links_opened = 0;
+  // Objects alive now (all devices): what a leak check compares.
+  std::uint64_t mrs_live = 0;
+  std::uint64_t qps_live = 0;
 };
 
 // Creates a soft provider. Throws SetupError if `options` are invalid.
