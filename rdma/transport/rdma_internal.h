@@ -143,6 +143,9 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   void add_qp(const std::shared_ptr<RdmaConnection>& c);
   void remove(RdmaConnection* c);
   std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  // load() plus connections picked for this worker and not adopted yet.
+  std::size_t weight() const noexcept { return load() + picked_.load(std::memory_order_relaxed); }
+  void note_picked() noexcept { picked_.fetch_add(1, std::memory_order_relaxed); }
   // Reserves CQ entries for a QP; false when the CQ cannot take it.
   bool reserve_cq(std::uint32_t entries) noexcept;
   void release_cq(std::uint32_t entries) noexcept;
@@ -175,6 +178,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
   std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};
+  std::atomic<std::size_t> picked_{0};  // picks not yet adopted (saturating)
   std::atomic<std::uint32_t> cq_reserved_{0};
   std::uint32_t cq_capacity_ = 0;
   bool polling_ = false;

@@ -96,7 +96,13 @@ void RdmaWorker::stop_and_join() {
 }
 
 void RdmaWorker::adopt(const std::shared_ptr<RdmaConnection>& c) {
-  if (owned_.emplace(c.get(), c).second) load_.fetch_add(1, std::memory_order_relaxed);
+  if (!owned_.emplace(c.get(), c).second) return;
+  load_.fetch_add(1, std::memory_order_relaxed);
+  // One pick turned into a connection (a pick that never does is forgotten
+  // here too, when the next connection arrives).
+  std::size_t p = picked_.load(std::memory_order_relaxed);
+  while (p != 0 && !picked_.compare_exchange_weak(p, p - 1, std::memory_order_relaxed)) {
+  }
 }
 
 void RdmaWorker::add_qp(const std::shared_ptr<RdmaConnection>& c) {
