@@ -647,6 +647,7 @@ class CmCore final : public TimerClient {
   DeviceCore* dev = nullptr;
   std::shared_ptr<QpCore> qp;
   ConnParam my_param;
+  CmQos qos;  // set_qos: applied to the QP's path when it is connected
   wire::CmConnect peer_conn{};
   std::uint32_t start_psn = 0;
   Link* link = nullptr;

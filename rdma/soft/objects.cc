@@ -414,6 +414,17 @@ class ProviderImpl final : public Provider {
     return make_event_channel(fabric_, ec);
   }
   SoftCounters counters() const noexcept { return fabric_->counters.snapshot(); }
+  std::vector<SoftQpPath> qp_paths() const {
+    std::vector<SoftQpPath> out;
+    fabric_->engine->call([&] {
+      for (auto& d : fabric_->devices)
+        for (auto& b : d->blocks)
+          for (QpCore* q : b->qps)
+            if (q != nullptr && !q->destroyed)
+              out.push_back({q->qpn, q->attr.av.traffic_class, q->attr.av.sl, q->attr.timeout});
+    });
+    return out;
+  }
 
  private:
   std::shared_ptr<Fabric> fabric_;
@@ -454,6 +465,11 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& o) {
     throw SetupError(errc::config_error, std::string("invalid soft fabric options: ") + bad,
                      "fix the SoftOptions passed to soft::make_provider");
   return std::make_unique<ProviderImpl>(o);
+}
+
+std::vector<SoftQpPath> qp_paths(const Provider& provider) {
+  const auto* p = dynamic_cast<const ProviderImpl*>(&provider);
+  return p != nullptr ? p->qp_paths() : std::vector<SoftQpPath>{};
 }
 
 std::optional<SoftCounters> counters(const Provider& provider) {

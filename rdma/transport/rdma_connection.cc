@@ -130,10 +130,27 @@ ConnParam conn_param(const RdmaShared& s, const ConnectInfo& info) {
   return p;
 }
 
+// ms_async_rdma_dscp (the whole TOS byte, as in Ceph), ms_async_rdma_sl and
+// ms_async_rdma_timeout, on the id before its route is resolved (client) or
+// before it accepts (server).
+std::error_code RdmaConnection::apply_qos() {
+  CmQos q;
+  q.traffic_class = shared_.opts.dscp;
+  q.service_level = shared_.opts.sl;
+  q.ack_timeout = shared_.opts.ack_timeout;
+  std::string not_applied;
+  const auto ec = id_->set_qos(q, &not_applied);
+  if (!ec && !not_applied.empty() && !shared_.qos_noted.exchange(true))
+    SIPHON_LOG(rdma, 5, "{}: {} not applied by the {} provider (on RoCE the priority follows the traffic class)",
+               shared_.device->attr().name, not_applied, shared_.provider.name());
+  return ec;
+}
+
 void RdmaConnection::begin_connect() {
   SIPHON_LOG(rdma, 10, "connecting to {}", peer_.to_string());
   worker_.adopt(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
   if (shared_.stopping) return fail_setup(errc::shutting_down, "the stack is stopping");
+  if (const auto ec = apply_qos()) return fail_setup(ec, "cannot set the connection's traffic class");
   if (const auto ec = id_->resolve_addr(nullptr, peer_, static_cast<int>(shared_.opts.cm_timeout.count())))
     fail_setup(ec, "cannot resolve the address");
 }
@@ -209,6 +226,7 @@ void RdmaConnection::accept_request(const ConnectInfo& peer_info, transport::Acc
     return fail_setup(ec, setup_why_.empty() ? std::string("cannot create the queue pair for an incoming connection")
                                              : "incoming connection: " + setup_why_);
   }
+  if (const auto ec = apply_qos()) return fail_setup(ec, "cannot set the connection's traffic class");
   if (const auto ec = id_->accept(conn_param(shared_, my_info()))) fail_setup(ec, "rdma accept failed");
 }
 

@@ -74,6 +74,7 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   std::atomic<bool> stopping{false};
   std::atomic<bool> started{false};
   std::atomic<std::size_t> round_robin{0};
+  std::atomic<bool> qos_noted{false};  // a QoS field the provider could not apply was logged
   // Receives of each worker's SRQ (ms_async_rdma_receive_queue_len capped by
   // the device), 0 without SRQ. Set before the workers are created.
   std::uint32_t srq_depth = 0;
@@ -260,6 +261,7 @@ class RdmaConnection final : public transport::Connection {
 
   // setup and teardown
   std::error_code create_qp();
+  std::error_code apply_qos();
   ConnectInfo my_info() const noexcept;
   void established(const ConnectInfo& peer);
   void fail_setup(std::error_code ec, std::string reason);
