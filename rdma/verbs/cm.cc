@@ -189,15 +189,16 @@ class VerbsCmId final : public CmId {
         return ec;
       }
     }
+    std::string missing;
     if (qos.ack_timeout) {
+      // Older kernels lack the option: the connection keeps rdma-cm's
+      // default timeout, which is reported rather than failing it.
       std::uint8_t t = *qos.ack_timeout;
-      if (::rdma_set_option(id(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) != 0) {
-        const auto ec = cm_errno();
-        SIPHON_LOG(rdma, 1, "verbs: rdma_set_option(ACK_TIMEOUT {}) failed: {}", t, ec.message());
-        return ec;
-      }
+      if (::rdma_set_option(id(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) != 0)
+        missing = "ack_timeout";
     }
-    if (qos.service_level && not_applied != nullptr) *not_applied = "service_level";
+    if (qos.service_level) missing += missing.empty() ? "service_level" : ", service_level";
+    if (not_applied != nullptr) *not_applied = std::move(missing);
     return {};
   }
 
