@@ -6,9 +6,9 @@
 // session's seq) and the CRC32C of its data against the one the sender put
 // in the front segment. The test prints the faults survived.
 //
-// SIPHON_LOSSLESS_SCALE (a divisor, default 1) shortens the run; the
-// sanitizer presets set it in CMake (see tests/unit/api/CMakeLists.txt and
-// docs/testing.md), nothing else should.
+// SIPHON_LOSSLESS_SCALE (a divisor, default 1) shortens the run; only the
+// tsan preset sets it (to 4, in tests/unit/api/CMakeLists.txt): ASan runs
+// all 200k in ~18 s.
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
