@@ -36,6 +36,8 @@ cleanup() {
   rm -rf -- "$work"
 }
 trap cleanup EXIT
+# The results dir outlives runs: drop what an earlier run left there.
+rm -f -- "$out"/verify-* "$out"/fault-*
 fail() {
   log "FAILED: $*"
   local f
