@@ -27,6 +27,7 @@ LAYERS = {
     "siphon_rdma_transport": (["rdma/transport"], ["siphon_rdma_provider", "siphon_transport"]),
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
+    "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
@@ -62,7 +63,7 @@ def owner(rel):
 
 def check_sources(root, allowed):
     errors = []
-    for top in ("msgr", "rdma", "compat", "tools"):
+    for top in ("msgr", "rdma", "compat", "plugins", "tools"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for f in files:
                 if not f.endswith(SOURCE_EXT):
