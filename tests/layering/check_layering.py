@@ -29,10 +29,14 @@ LAYERS = {
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon"]),
+    "siphon_objd_proto": (["tools/objd/proto.h", "tools/objd/proto.cc"], ["siphon_api"]),
+    "siphon_objd_core": (["tools/objd/store.h", "tools/objd/store.cc", "tools/objd/server.h",
+                          "tools/objd/server.cc"], ["siphon_objd_proto"]),
+    "siphon_objd": (["tools/objd"], ["siphon_objd_core", "siphon_compat"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
                           "tools/bench/stack.cc", "tools/bench/main.cc"],
-                         ["siphon_bench_core", "siphon_compat"]),
+                         ["siphon_bench_core", "siphon_compat", "siphon_objd_proto"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
