@@ -35,7 +35,8 @@ LAYERS = {
     "siphon_objd": (["tools/objd"], ["siphon_objd_core", "siphon_compat"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
-                          "tools/bench/stack.cc", "tools/bench/main.cc"],
+                          "tools/bench/stack.cc", "tools/bench/main.cc", "tools/bench/objd_run.h",
+                          "tools/bench/objd_run.cc"],
                          ["siphon_bench_core", "siphon_compat", "siphon_objd_proto"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")
