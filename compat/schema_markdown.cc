@@ -142,6 +142,8 @@ A plugin links what it needs (normally `siphon_transport`) statically; a program
 plugins should export its symbols (`-rdynamic`; CMake: `siphon_stack_plugin_host(target)`), so that
 the plugin binds to the program's error category, log levels and log sink rather than its own
 copies (otherwise error codes from the plugin would not compare equal to Siphon's `errc` values).
+AddressSanitizer reports those identical duplicate definitions as an ODR violation; run such a host
+with `ASAN_OPTIONS=detect_odr_violation=1`, which still reports duplicates whose sizes differ.
 The in-tree plugin `async+tcpplugin` (`plugins/tcpplugin`) is the TCP stack under another name,
 wire-compatible with `async+posix`; `plugins/wrongabi` declares another ABI version and exists
 only for the refusal test.

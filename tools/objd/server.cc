@@ -72,10 +72,13 @@ bool ObjectServer::ms_dispatch(MessageRef m) {
   const auto* op = m->get_type() == kMsgObjdOp ? dynamic_cast<const MObjdOp*>(m.get()) : nullptr;
   if (op == nullptr) {
     // Another application's message, or ours without the registry: dropped.
-    counters_.dropped.fetch_add(1, std::memory_order_relaxed);
-    SIPHON_LOG(tools, 1, "objd: dropping a message of type {:#06x} ({} bytes) from {}.{}: not an objd request",
+    // The first few are logged at level 1, the rest at level 5: a peer
+    // that floods us must not flood the log.
+    const std::uint64_t n = counters_.dropped.fetch_add(1, std::memory_order_relaxed);
+    const int level = n < 10 ? 1 : 5;
+    SIPHON_LOG(tools, level, "objd: dropping a message of type {:#06x} ({} bytes) from {}.{}: not an objd request{}",
                m->get_type(), m->payload_length(), static_cast<unsigned>(m->get_source().type),
-               m->get_source().num);
+               m->get_source().num, n == 9 ? " (further drops are logged at level 5)" : "");
     return true;
   }
   auto reply = handle(*op);
