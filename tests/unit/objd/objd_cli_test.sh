@@ -113,7 +113,7 @@ case "$case_name" in
     # siphon-bench's own request messages: objd drops them; the client gets
     # no replies and gives up.
     run_bench foreign client -c "$confdir/objd-posix.conf" --target "$(cat "$tmp/addr")" --count 20 \
-      --drain-timeout 2 --connect-timeout 10
+      --drain-timeout 0.5 --connect-timeout 10
     [ "$status" -ne 0 ] || fail "siphon-bench client succeeded against siphon-objd"
     kill -0 "$objd_pid" 2>/dev/null || fail "siphon-objd died after foreign messages"
     run_bench bench objd -c "$confdir/objd-posix.conf" --target "$(cat "$tmp/addr")" --count 20 --verify
