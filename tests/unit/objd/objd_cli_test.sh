@@ -11,7 +11,7 @@
 #   foreign       a siphon-bench client (messages objd does not serve) is
 #                 dropped, objd keeps serving
 #   bad_input     configuration and command-line errors: clear message, exit
-#                 status, no crash
+#                 status, no crash; ms_cluster_type selects the cluster stack
 # Exit 0 pass, 1 fail.
 set -uo pipefail
 
@@ -158,6 +158,11 @@ case "$case_name" in
     run_bench noserver objd -c "$confdir/objd-posix.conf" --target 127.0.0.1:9 --connect-timeout 1 --count 5
     [ "$status" -eq 1 ] || fail "no server: status $status, expected 1"
     expect_in "$tmp/noserver.err" "not ready after"
+    # ms_cluster_type overrides ms_type for the cluster messenger only.
+    start_objd split -c "$confdir/objd-posix.conf" -i 0 --ms_cluster_type async+rdma \
+      --ms_async_rdma_device_name soft0
+    expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix\), cluster v2:[^ ]+ \(async\+rdma\)"
+    stop_objd TERM
     ;;
   *) fail "unknown case" ;;
 esac
