@@ -103,6 +103,11 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   r.send_buffers = c.get<Opt::ms_async_rdma_send_buffers>();
   r.receive_buffers = c.get<Opt::ms_async_rdma_receive_buffers>();
   r.receive_queue_len = c.get<Opt::ms_async_rdma_receive_queue_len>();
+  // Ceph's default is true; Siphon uses an SRQ only when the option is set
+  // explicitly (left at its default, receives are per QP: credits keep them
+  // small and pinned memory follows the connections).
+  r.support_srq = c.get<Opt::ms_async_rdma_support_srq>() &&
+                  c.source(Opt::ms_async_rdma_support_srq).kind != ValueSource::Kind::default_value;
   r.polling = std::chrono::microseconds(c.get<Opt::ms_async_rdma_polling_us>());
   r.enable_hugepage = c.get<Opt::ms_async_rdma_enable_hugepage>();
   r.credits = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_credits>());
@@ -162,10 +167,6 @@ std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
   if (o.roce_ver != 1)
     throw SetupError(errc::config_error, fmt::format("ms_async_rdma_roce_ver = {}", o.roce_ver),
                      "Siphon supports RoCE v2 only (ms_async_rdma_roce_ver = 1)");
-  if (cfg.get<Opt::ms_async_rdma_support_srq>() &&
-      cfg.source(Opt::ms_async_rdma_support_srq).kind != ValueSource::Kind::default_value)
-    SIPHON_LOG(compat, 1, "ms_async_rdma_support_srq = true: Siphon 0.1 posts receives per QP "
-                          "(credits keep them small); the setting is ignored");
   auto owned = std::make_shared<OwnedRdmaStack>();
   const bool soft = o.device_name.rfind("soft", 0) == 0;
   if (soft) {

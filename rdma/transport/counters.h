@@ -23,6 +23,7 @@ struct RdmaCounters {
   C zero_copy_transfers{0}, zero_copy_bytes{0}, tx_copied_bytes{0};
   C rdma_reads{0}, transfer_registrations{0};
   C send_buffer_stalls{0};
+  C srq_refusals{0};  // connections refused: their worker's SRQ was fully reserved
 
   // name -> value, for logging and tests.
   std::map<std::string, std::uint64_t> snapshot() const;

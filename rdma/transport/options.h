@@ -50,9 +50,12 @@ struct RdmaOptions {
   // ms_async_rdma_receive_queue_len (Ceph, default 4096): the SRQ depth per
   // worker when support_srq is set.
   std::size_t receive_queue_len = 4096;
-  // ms_async_rdma_support_srq (Ceph, default true). Siphon 0.1 posts receives
-  // per QP (credits make them small); the SRQ mode is not built yet and
-  // compat/ says so when it is requested explicitly.
+  // ms_async_rdma_support_srq (Ceph, default true; compat/ sets this only
+  // when the option is set explicitly). With it, each worker has one SRQ of
+  // receive_queue_len receives (capped by the device's max_srq_wr), filled
+  // from the receive pool up front; a connection's credits plus update slots
+  // are a reservation in it, and a connection that does not fit is refused
+  // with a reason. Without it, receives are posted per QP.
   bool support_srq = false;
   // ms_async_rdma_polling_us (Ceph, default 1000): how long a worker spins on
   // its CQ before arming it and sleeping on the channel fd.

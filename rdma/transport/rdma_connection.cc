@@ -53,6 +53,7 @@ RdmaConnection::~RdmaConnection() {
     if (item.transfer)
       for (auto& [buf, len] : item.transfer->chunks) shared_.recv_pool->put(buf);
   if (cq_reserved_) worker_.release_cq(cq_entries_);
+  release_srq_reservation();
   if (counted_active_) shared_.counters.connections_active.fetch_sub(1, std::memory_order_relaxed);
   shared_.connections.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -63,6 +64,7 @@ ConnectInfo RdmaConnection::my_info() const noexcept {
   ConnectInfo c;
   c.update_slots = kUpdateSlots;
   c.credits = shared_.window();
+  if (worker_.srq() != nullptr) c.flags |= ConnectInfo::kFlagSrq;  // informational
   c.recv_buffer_size = static_cast<std::uint32_t>(shared_.opts.buffer_size);
   c.max_inline = max_inline_;
   c.max_frame = static_cast<std::uint32_t>(std::min<std::uint64_t>(shared_.opts.common.frame_limits.max_frame,
@@ -89,6 +91,24 @@ std::error_code RdmaConnection::create_qp() {
   init.caps.max_recv_wr = shared_.recvs_per_qp();
   init.caps.max_send_sge = 1;
   init.caps.max_recv_sge = 1;
+  if (SharedReceiveQueue* srq = worker_.srq()) {
+    // SRQ mode: the credits we grant are a reservation of receives already
+    // posted on the worker's SRQ; admitting the connection takes them.
+    init.srq = srq;
+    init.caps.max_recv_wr = 0;
+    init.caps.max_recv_sge = 0;
+    const std::uint32_t need = shared_.recvs_per_qp();
+    if (!worker_.reserve_srq(need)) {
+      shared_.counters.srq_refusals.fetch_add(1, std::memory_order_relaxed);
+      setup_why_ = fmt::format(
+          "worker {}'s shared receive queue is fully reserved ({} of {} receives reserved; a connection "
+          "needs {} = ms_async_rdma_credits + {}): raise ms_async_rdma_receive_queue_len (the SRQ depth "
+          "per worker), lower ms_async_rdma_credits, or add workers (ms_async_op_threads)",
+          worker_.index(), worker_.srq_reserved(), worker_.srq_posted(), need, kUpdateSlots);
+      return errc::resource_exhausted;
+    }
+    srq_reserved_ = true;
+  }
   init.caps.max_inline_data = 128;
   cq_entries_ = shared_.cq_entries_per_qp();
   if (!worker_.reserve_cq(cq_entries_)) {
@@ -236,8 +256,9 @@ void RdmaConnection::established(const ConnectInfo& peer) {
   state_ = State::established;
   counted_active_ = true;
   shared_.counters.connections_active.fetch_add(1, std::memory_order_relaxed);
-  SIPHON_LOG(rdma, 5, "{} {}: established, qp {}, {} credits x {} B each way", client_ ? "connected to" : "accepted",
-             peer_.to_string(), qp_num(), peer.credits, peer.recv_buffer_size);
+  SIPHON_LOG(rdma, 5, "{} {}: established, qp {}, {} credits x {} B each way{}", client_ ? "connected to" : "accepted",
+             peer_.to_string(), qp_num(), peer.credits, peer.recv_buffer_size,
+             worker_.srq() != nullptr ? fmt::format(" (receives on worker {}'s SRQ)", worker_.index()) : "");
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   if (client_) {
     if (auto done = std::exchange(connect_done_, nullptr)) done({}, self);
@@ -300,6 +321,12 @@ void RdmaConnection::begin_drain() {
     if (const auto ec = qp_->modify(attr, kAttrState))
       SIPHON_LOG(rdma, 1, "qp {}: moving to ERR failed: {}", qp_num(), ec.message());
   }
+  // SRQ mode: receives held while paused belong to the worker's SRQ; they
+  // go back now (the flush of the QP does not return SRQ receives).
+  if (worker_.srq() != nullptr) {
+    for (auto& [wc, ctx] : held_) worker_.srq_repost(ctx);
+    held_.clear();
+  }
   outq_.clear();
   queued_bytes_ = 0;
   read_queue_.clear();
@@ -332,12 +359,18 @@ void RdmaConnection::post_drain_marker() {
   sq_fifo_.push_back(ctx);
 }
 
+void RdmaConnection::release_srq_reservation() noexcept {
+  if (!std::exchange(srq_reserved_, false)) return;
+  worker_.release_srq(shared_.recvs_per_qp());
+}
+
 bool RdmaConnection::drained() const noexcept { return !qp_ || (sq_fifo_.empty() && posted_recvs_ == 0); }
 
 void RdmaConnection::finish_if_drained() {
   if (state_ != State::closing || !drained()) return;
   state_ = State::closed;
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  release_srq_reservation();  // closing releases the credits it held in the SRQ
   worker_.remove(this);
   // `self` keeps us alive until this returns; the last owner destroys the QP
   // (flushed: nothing is outstanding) and then the id.

@@ -46,7 +46,14 @@ void RdmaConnection::free_ctx(WrCtx* ctx) noexcept {
   ctx_free_.push_back(ctx);
 }
 
+void RdmaConnection::drop_recv(WrCtx* ctx) noexcept {
+  if (worker_.srq() != nullptr) return worker_.srq_repost(ctx);  // not ours: the worker's
+  shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
+  free_ctx(ctx);
+}
+
 std::error_code RdmaConnection::post_initial_receives() {
+  if (worker_.srq() != nullptr) return {};  // the worker's SRQ is filled already
   for (std::uint32_t i = 0; i < shared_.recvs_per_qp(); ++i) {
     PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
     if (buf == nullptr) return errc::resource_exhausted;
@@ -67,9 +74,11 @@ std::error_code RdmaConnection::post_initial_receives() {
 }
 
 void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
-  if (state_ == State::closing || state_ == State::closed) {
-    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-    free_ctx(ctx);
+  if (state_ == State::closing || state_ == State::closed) return drop_recv(ctx);
+  if (worker_.srq() != nullptr) {
+    // Back on the SRQ: the reservation this connection holds is whole again.
+    worker_.srq_repost(ctx);
+    if (data_class) credits_->on_data_reposted();
     return;
   }
   const Sge sge{reinterpret_cast<std::uint64_t>(ctx->buf->data()), static_cast<std::uint32_t>(ctx->buf->capacity()),
@@ -77,8 +86,7 @@ void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
   const RecvWr wr{reinterpret_cast<std::uint64_t>(ctx), &sge, 1};
   std::size_t bad = 0;
   if (const auto ec = qp_->post_recv({&wr, 1}, &bad)) {
-    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-    free_ctx(ctx);
+    drop_recv(ctx);
     return fault(ec, "re-posting a receive failed");
   }
   ++posted_recvs_;
@@ -344,7 +352,7 @@ void RdmaConnection::on_completion(const Wc& wc) {
     }
   }
   if (ctx->kind == WrCtx::Kind::recv) {
-    --posted_recvs_;
+    if (worker_.srq() == nullptr) --posted_recvs_;
     on_recv(wc, ctx);
   } else {
     on_send_queue_completion(wc, ctx);
@@ -360,8 +368,7 @@ void RdmaConnection::on_completion(const Wc& wc) {
 
 void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
   if (wc.status != WcStatus::success || state_ == State::closing || state_ == State::closed) {
-    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-    free_ctx(ctx);
+    drop_recv(ctx);
     if (wc.status != WcStatus::success && wc.status != WcStatus::flushed)
       fault(to_error(wc.status), fmt::format("receive completed with {}", to_string(wc.status)));
     return;
@@ -379,14 +386,12 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
   SendHeader h;
   std::string_view why;
   if (const auto ec = SendHeader::decode({p, received}, h, &why)) {
-    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-    free_ctx(ctx);
+    drop_recv(ctx);
     return fault(ec, fmt::format("malformed SEND from the peer: {}", why));
   }
   shared_.counters.rx_sends.fetch_add(1, std::memory_order_relaxed);
   if (!credits_->on_returned(h.credits_returned)) {
-    shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-    free_ctx(ctx);
+    drop_recv(ctx);
     return fault(errc::malformed_frame, "peer returned more credits than it was granted");
   }
   shared_.counters.credits_returned.fetch_add(h.credits_returned, std::memory_order_relaxed);
@@ -410,8 +415,7 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
       }
       const std::uint64_t limit = shared_.max_read();
       if (!ok || total != h.length || total > limit) {
-        shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-        free_ctx(ctx);
+        drop_recv(ctx);
         return fault(errc::malformed_frame,
                      total > limit ? fmt::format("peer offered a {}-byte zero-copy transfer; we take at most {}",
                                                  total, limit)
@@ -423,8 +427,7 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
     }
     case SendType::read_done:
       if (out_transfers_.erase(h.id) == 0) {
-        shared_.recv_pool->put(ctx->buf, &worker_.recv_cache());
-        free_ctx(ctx);
+        drop_recv(ctx);
         return fault(errc::malformed_frame, "read_done for a transfer that does not exist");
       }
       break;

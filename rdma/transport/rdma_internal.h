@@ -33,6 +33,16 @@ namespace siphon::rdma {
 
 class RdmaConnection;
 class RdmaWorker;
+struct InTransfer;
+
+// Work-request contexts: wr_id is a pointer to one of these, owned by the
+// connection, valid until its completion has been seen.
+struct WrCtx {
+  enum class Kind : std::uint8_t { recv, send, read, drain } kind;
+  PoolBuffer* buf = nullptr;
+  std::uint32_t len = 0;
+  struct InTransfer* transfer = nullptr;  // read: the transfer it fills
+};
 
 // Registers pool slabs and transfer regions on the stack's PD.
 class PdRegistrar final : public Registrar {
@@ -111,8 +121,12 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   // The largest zero-copy transfer we pull (advertised as max_read): half
   // the receive pool, so a transfer's all-or-nothing buffer reservation can
   // always succeed once other transfers are delivered and released.
+  // In SRQ mode the receives the workers' SRQs keep posted are not part of
+  // that half: it is half of what remains.
   std::uint32_t max_read() const noexcept {
-    const std::uint64_t half = static_cast<std::uint64_t>(opts.receive_buffers / 2) * opts.buffer_size;
+    const std::uint64_t srq_held = static_cast<std::uint64_t>(srq_depth) * workers.size();
+    const std::uint64_t rest = opts.receive_buffers > srq_held ? opts.receive_buffers - srq_held : 0;
+    const std::uint64_t half = (rest / 2) * opts.buffer_size;
     return static_cast<std::uint32_t>(
         std::min<std::uint64_t>({half, opts.common.frame_limits.max_segment, UINT32_MAX}));
   }
@@ -154,10 +168,28 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::uint32_t cq_reserved() const noexcept { return cq_reserved_.load(std::memory_order_relaxed); }
   // Closes every connection (stack shutdown); on the worker.
   void close_all();
+
+  // --- SRQ mode (ms_async_rdma_support_srq): one shared receive queue per
+  // worker, filled once with srq_depth receive buffers from the receive pool.
+  // A connection reserves its credits plus update slots in it when its QP is
+  // created and releases them when it is closed, so the receives its peer can
+  // consume are always posted (no RNR). Receive contexts are the worker's:
+  // a receive completion goes to the connection with that QP number, which
+  // hands the context back through srq_repost() once its bytes are copied
+  // out; a completion for a connection that is gone is re-posted at once.
+  SharedReceiveQueue* srq() noexcept { return srq_.get(); }
+  // Reserves `n` receives of the SRQ; false when they are not available.
+  bool reserve_srq(std::uint32_t n) noexcept;
+  void release_srq(std::uint32_t n) noexcept;
+  std::uint32_t srq_posted() const noexcept { return srq_posted_.load(std::memory_order_relaxed); }
+  std::uint32_t srq_reserved() const noexcept { return srq_reserved_.load(std::memory_order_relaxed); }
+  // Puts a receive context of this worker's SRQ back on it (on the worker).
+  void srq_repost(WrCtx* ctx) noexcept;
   // Starts serving the CM event channel (worker 0 only).
   void serve_cm();
 
  private:
+  void create_srq();
   void poll_loop();
   std::size_t poll_batch();
   void start_polling();
@@ -182,6 +214,14 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::atomic<std::size_t> picked_{0};  // picks not yet adopted (saturating)
   std::atomic<std::uint32_t> cq_reserved_{0};
   std::uint32_t cq_capacity_ = 0;
+  std::unique_ptr<SharedReceiveQueue> srq_;
+  std::unique_ptr<WrCtx[]> srq_ctx_;  // each owns its buffer until the worker goes
+  std::uint32_t srq_ctx_n_ = 0;
+  bool is_srq_ctx(std::uint64_t wr_id) const noexcept {
+    const auto base = reinterpret_cast<std::uint64_t>(srq_ctx_.get());
+    return srq_ctx_n_ != 0 && wr_id >= base && wr_id < base + srq_ctx_n_ * sizeof(WrCtx);
+  }
+  std::atomic<std::uint32_t> srq_posted_{0}, srq_reserved_{0};
   bool polling_ = false;
   bool cq_wait_pending_ = false;
   bool cm_wait_pending_ = false;
@@ -189,14 +229,6 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   MonoClock::time_point idle_since_{};
 };
 
-// Work-request contexts: wr_id is a pointer to one of these, owned by the
-// connection, valid until its completion has been seen.
-struct WrCtx {
-  enum class Kind : std::uint8_t { recv, send, read, drain } kind;
-  PoolBuffer* buf = nullptr;
-  std::uint32_t len = 0;
-  struct InTransfer* transfer = nullptr;  // read: the transfer it fills
-};
 
 // A bulk transfer we are pulling from the peer with RDMA READs. Its receive
 // buffers are reserved all at once before the first READ (chunks), one per
@@ -290,6 +322,9 @@ class RdmaConnection final : public transport::Connection {
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
   WrCtx* new_ctx(WrCtx::Kind kind);
   void free_ctx(WrCtx* ctx) noexcept;
+  // A receive whose bytes are done with: back to the SRQ, or to the pool.
+  void drop_recv(WrCtx* ctx) noexcept;
+  void release_srq_reservation() noexcept;
 
   // A ConnectionRef may outlive the stack: these keep the PD, pools, CQ and
   // device alive until the last connection is gone. (The cycle through the
@@ -370,6 +405,7 @@ class RdmaConnection final : public transport::Connection {
   std::vector<std::unique_ptr<WrCtx>> ctx_storage_;
   std::vector<WrCtx*> ctx_free_;
   bool faulted_ = false;
+  bool srq_reserved_ = false;  // holds recvs_per_qp() receives of the worker's SRQ
   bool counted_active_ = false;
   bool drain_marker_posted_ = false;
 };

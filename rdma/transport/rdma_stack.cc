@@ -22,7 +22,7 @@ std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
   SIPHON_COUNTER(rnr_events) SIPHON_COUNTER(wc_errors) SIPHON_COUNTER(wc_flushed)
   SIPHON_COUNTER(wc_retry_exceeded) SIPHON_COUNTER(wc_remote_access) SIPHON_COUNTER(wc_other_errors)
   SIPHON_COUNTER(zero_copy_transfers) SIPHON_COUNTER(zero_copy_bytes) SIPHON_COUNTER(tx_copied_bytes)
-  SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(send_buffer_stalls)
+  SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(send_buffer_stalls) SIPHON_COUNTER(srq_refusals)
 #undef SIPHON_COUNTER
   return m;
 }
@@ -109,6 +109,32 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
       PoolConfig{"rdma-send", o.buffer_size, o.send_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
   s.recv_pool = std::make_unique<BufferPool>(
       PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, recv_slab, 16, o.enable_hugepage}, *s.registrar);
+  if (o.support_srq) {
+    // One SRQ per worker, ms_async_rdma_receive_queue_len deep (capped by the
+    // device), filled from the receive pool when the worker is created.
+    const DeviceAttr& a = s.device->attr();
+    if (a.max_srq == 0 || a.max_srq_wr == 0)
+      throw SetupError(errc::not_supported, fmt::format("{} has no shared receive queues (max_srq = 0)", name),
+                       "set ms_async_rdma_support_srq = false");
+    const std::size_t depth = std::min<std::size_t>(o.receive_queue_len, a.max_srq_wr);
+    if (depth < o.receive_queue_len)
+      SIPHON_LOG(rdma, 1, "{}: ms_async_rdma_receive_queue_len = {} is above the device's max_srq_wr; using {}", name,
+                 o.receive_queue_len, depth);
+    if (depth < s.recvs_per_qp())
+      throw SetupError(errc::config_error,
+                       fmt::format("ms_async_rdma_receive_queue_len = {} (SRQ depth {}) cannot back even one "
+                                   "connection's {} credits + {} update slots", o.receive_queue_len, depth,
+                                   o.credits, kUpdateSlots),
+                       "raise ms_async_rdma_receive_queue_len or lower ms_async_rdma_credits");
+    const std::size_t nw = o.common.async_op_threads;
+    if (depth * nw >= o.receive_buffers)
+      throw SetupError(errc::config_error,
+                       fmt::format("ms_async_rdma_receive_buffers = {} cannot fill {} workers' SRQs of {} receives "
+                                   "and leave room for RDMA READ targets", o.receive_buffers, nw, depth),
+                       fmt::format("raise ms_async_rdma_receive_buffers above {} (twice that leaves half for "
+                                   "zero-copy reads) or lower ms_async_rdma_receive_queue_len", depth * nw));
+    s.srq_depth = static_cast<std::uint32_t>(depth);
+  }
   s.channel = provider.create_event_channel(ec);
   if (!s.channel)
     throw SetupError(ec, fmt::format("the {} provider cannot create a connection-manager event channel", provider.name()),
@@ -116,8 +142,9 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
                                                 : "");
   for (std::size_t i = 0; i < o.common.async_op_threads; ++i)
     s.workers.push_back(std::make_shared<RdmaWorker>(s, i));
-  SIPHON_LOG(rdma, 1, "async+rdma on {} ({} provider) port {}: {} workers, {} credits x {} B per connection",
-             name, provider.name(), o.port_num, s.workers.size(), o.credits, o.buffer_size);
+  SIPHON_LOG(rdma, 1, "async+rdma on {} ({} provider) port {}: {} workers, {} credits x {} B per connection{}",
+             name, provider.name(), o.port_num, s.workers.size(), o.credits, o.buffer_size,
+             s.srq_depth != 0 ? fmt::format(", one {}-receive SRQ per worker", s.srq_depth) : "");
 }
 
 RdmaStack::~RdmaStack() { stop(); }
@@ -161,6 +188,21 @@ const RdmaCounters& RdmaStack::counters() const noexcept { return shared_->count
 const DeviceAttr& RdmaStack::device_attr() const noexcept { return shared_->device->attr(); }
 std::size_t RdmaStack::registered_bytes() const noexcept {
   return shared_->send_pool->registered_bytes() + shared_->recv_pool->registered_bytes();
+}
+std::size_t RdmaStack::srq_count() const noexcept {
+  std::size_t n = 0;
+  for (auto& w : shared_->workers) n += w->srq() != nullptr ? 1 : 0;
+  return n;
+}
+std::size_t RdmaStack::srq_posted() const noexcept {
+  std::size_t n = 0;
+  for (auto& w : shared_->workers) n += w->srq_posted();
+  return n;
+}
+std::size_t RdmaStack::srq_reserved() const noexcept {
+  std::size_t n = 0;
+  for (auto& w : shared_->workers) n += w->srq_reserved();
+  return n;
 }
 std::size_t RdmaStack::buffers_in_use() const noexcept {
   return shared_->send_pool->buffers_in_use() + shared_->recv_pool->buffers_in_use();

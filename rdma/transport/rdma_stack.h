@@ -62,6 +62,12 @@ class RdmaStack final : public transport::Stack {
   std::size_t registered_bytes() const noexcept;
   // Buffers handed out by the pools and not yet returned.
   std::size_t buffers_in_use() const noexcept;
+  // SRQ mode (ms_async_rdma_support_srq): the workers' shared receive
+  // queues, the receives posted on them and those reserved by connections
+  // (credits + update slots each). All 0 without SRQ.
+  std::size_t srq_count() const noexcept;
+  std::size_t srq_posted() const noexcept;
+  std::size_t srq_reserved() const noexcept;
   // Connections open or still draining.
   std::size_t connection_count() const noexcept;
 

@@ -43,6 +43,67 @@ RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared),
   cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(cq_->channel_fd()));
   send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool);
   recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool);
+  if (shared_.srq_depth > 0) create_srq();
+}
+
+// SRQ mode: the worker's shared receive queue, filled with its whole depth
+// of receive buffers now (pinned memory does not grow with connections).
+void RdmaWorker::create_srq() {
+  const std::uint32_t depth = shared_.srq_depth;
+  std::error_code ec;
+  srq_ = shared_.pd->create_srq(SrqInit{depth, 1}, ec);
+  if (!srq_)
+    throw SetupError(ec ? ec : make_error_code(errc::resource_exhausted),
+                     fmt::format("{}: cannot create a {}-entry shared receive queue", shared_.device->attr().name, depth),
+                     "lower ms_async_rdma_receive_queue_len or set ms_async_rdma_support_srq = false");
+  srq_ctx_ = std::make_unique<WrCtx[]>(depth);
+  srq_ctx_n_ = depth;
+  for (std::uint32_t i = 0; i < depth; ++i) {
+    PoolBuffer* buf = shared_.recv_pool->get();
+    if (buf == nullptr)
+      throw SetupError(shared_.recv_pool->last_error() ? shared_.recv_pool->last_error()
+                                                       : make_error_code(errc::resource_exhausted),
+                       fmt::format("worker {}: cannot fill its shared receive queue ({} of {} receive buffers)",
+                                   index_, i, depth),
+                       "raise ms_async_rdma_receive_buffers or lower ms_async_rdma_receive_queue_len");
+    WrCtx& ctx = srq_ctx_[i];
+    ctx.kind = WrCtx::Kind::recv;
+    ctx.buf = buf;
+    const Sge sge{reinterpret_cast<std::uint64_t>(buf->data()), static_cast<std::uint32_t>(buf->capacity()),
+                  buf->keys().lkey};
+    const RecvWr wr{reinterpret_cast<std::uint64_t>(&ctx), &sge, 1};
+    std::size_t bad = 0;
+    if (const auto pec = srq_->post_recv({&wr, 1}, &bad))
+      throw SetupError(pec, fmt::format("worker {}: posting to its shared receive queue failed", index_),
+                       "lower ms_async_rdma_receive_queue_len or set ms_async_rdma_support_srq = false");
+    srq_posted_.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool RdmaWorker::reserve_srq(std::uint32_t n) noexcept {
+  std::uint32_t cur = srq_reserved_.load();
+  do {
+    if (cur + n > srq_posted_.load()) return false;
+  } while (!srq_reserved_.compare_exchange_weak(cur, cur + n));
+  return true;
+}
+
+void RdmaWorker::release_srq(std::uint32_t n) noexcept { srq_reserved_.fetch_sub(n); }
+
+void RdmaWorker::srq_repost(WrCtx* ctx) noexcept {
+  // After the worker stopped the buffer stays with its context; the
+  // destructor returns it to the pool once the SRQ is gone.
+  if (stopped_ || !srq_) return;
+  const Sge sge{reinterpret_cast<std::uint64_t>(ctx->buf->data()), static_cast<std::uint32_t>(ctx->buf->capacity()),
+                ctx->buf->keys().lkey};
+  const RecvWr wr{reinterpret_cast<std::uint64_t>(ctx), &sge, 1};
+  std::size_t bad = 0;
+  if (const auto ec = srq_->post_recv({&wr, 1}, &bad)) {
+    // The SRQ now holds one receive less than it did: admit accordingly.
+    srq_posted_.fetch_sub(1, std::memory_order_relaxed);
+    SIPHON_LOG(rdma, 0, "worker {}: re-posting a receive to the shared receive queue failed: {} ({} posted, {} reserved)",
+               index_, ec.message(), srq_posted(), srq_reserved());
+  }
 }
 
 RdmaWorker::~RdmaWorker() {
@@ -51,6 +112,12 @@ RdmaWorker::~RdmaWorker() {
   owned_.clear();
   cq_fd_.reset();
   cm_fd_.reset();
+  // The SRQ goes after its QPs; then its buffers can go back to the pool.
+  srq_.reset();
+  for (std::uint32_t i = 0; i < srq_ctx_n_; ++i)
+    if (srq_ctx_[i].buf != nullptr) shared_.recv_pool->put(srq_ctx_[i].buf);
+  srq_ctx_.reset();
+  srq_ctx_n_ = 0;
   // Caches go back to their pools before the pools go away.
   send_cache_.reset();
   recv_cache_.reset();
@@ -168,7 +235,11 @@ std::size_t RdmaWorker::poll_batch() {
   const std::size_t n = cq_->poll(wcs);
   for (std::size_t i = 0; i < n; ++i) {
     auto it = conns_.find(wcs[i].qp_num);
-    if (it == conns_.end()) continue;  // its connection is gone (torn down)
+    if (it == conns_.end()) {  // its connection is gone (torn down)
+      // (By address: the opcode of an error completion is undefined.)
+      if (is_srq_ctx(wcs[i].wr_id)) srq_repost(reinterpret_cast<WrCtx*>(wcs[i].wr_id));  // the buffer stays in the SRQ
+      continue;
+    }
     std::shared_ptr<RdmaConnection> c = it->second;
     c->on_completion(wcs[i]);
   }

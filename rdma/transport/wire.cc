@@ -82,7 +82,7 @@ std::string_view to_string(RejectReason r) noexcept {
     case RejectReason::unknown: return "unknown reason";
     case RejectReason::version_unsupported: return "wire version not supported";
     case RejectReason::bad_parameters: return "bad connection parameters";
-    case RejectReason::no_resources: return "no resources (buffer pools or QPs exhausted)";
+    case RejectReason::no_resources: return "no resources (buffer pools, QPs or shared receive queue exhausted)";
     case RejectReason::too_many_connections: return "too many connections";
     case RejectReason::shutting_down: return "peer is shutting down";
     case RejectReason::not_listening: return "peer is not accepting connections";

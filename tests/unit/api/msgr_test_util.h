@@ -62,6 +62,12 @@ inline std::shared_ptr<transport::Stack> make_test_stack(const MessengerOptions&
   r.credits = 8;
   r.receive_buffers = 8192;
   r.polling = std::chrono::microseconds(50);
+#ifdef SIPHON_TEST_RDMA_SRQ
+  // SRQ mode (messenger_test_rdma_srq): one 512-receive SRQ per worker,
+  // room for 51 connections of 8 credits + 2 update slots on each.
+  r.support_srq = true;
+  r.receive_queue_len = 512;
+#endif
   return std::make_shared<rdma::RdmaStack>(*provider, r);
 #else
   return make_tcp_stack(o);

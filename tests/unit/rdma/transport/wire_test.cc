@@ -70,7 +70,7 @@ TEST(Wire, RejectInfo) {
   EXPECT_EQ(d.detail, 1234u);
   const std::uint8_t foreign[8] = {1, 2, 3, 4, 5, 6, 7, 8};
   EXPECT_FALSE(RejectInfo::decode(foreign, d));
-  EXPECT_EQ(to_string(RejectReason::no_resources), "no resources (buffer pools or QPs exhausted)");
+  EXPECT_EQ(to_string(RejectReason::no_resources), "no resources (buffer pools, QPs or shared receive queue exhausted)");
 }
 
 TEST(Wire, SendHeaderValidation) {
