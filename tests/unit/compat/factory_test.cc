@@ -39,6 +39,11 @@ TEST(Factory, TypedOptionsFollowTheConfig) {
   EXPECT_EQ(r.credits, 12u);
   EXPECT_FALSE(r.gid_idx.has_value()) << "an unset gid index means: choose automatically";
   EXPECT_EQ(rdma_options(load("[global]\nms async rdma gid idx = 3\n")).gid_idx, 3);
+  // SRQ mode only when asked for explicitly (Ceph's default true is not).
+  EXPECT_FALSE(r.support_srq);
+  EXPECT_TRUE(rdma_options(load("[global]\nms async rdma support srq = true\n")).support_srq);
+  EXPECT_FALSE(rdma_options(load("[global]\nms async rdma support srq = false\n")).support_srq);
+  EXPECT_EQ(rdma_options(load("[global]\nms async rdma receive queue len = 512\n")).receive_queue_len, 512u);
   EXPECT_EQ(messenger_name(c).type, entity_type::osd);
   EXPECT_EQ(messenger_name(c).num, 3);
   EXPECT_EQ(messenger_name(load("", "client.admin")).num, -1);
