@@ -80,6 +80,9 @@ MessengerOptions messenger_options(const Config& c) {
   m.ms_initial_backoff = seconds(c.get<Opt::ms_initial_backoff>());
   m.ms_max_backoff = seconds(c.get<Opt::ms_max_backoff>());
   m.ms_dispatch_throttle_bytes = c.get<Opt::ms_dispatch_throttle_bytes>();
+  m.ms_max_undispatched_bytes_per_connection = c.get<Opt::ms_max_undispatched_bytes_per_connection>();
+  m.ms_max_connections = c.get<Opt::ms_max_connections>();
+  m.ms_max_queued_send_bytes_per_connection = c.get<Opt::ms_max_queued_send_bytes_per_connection>();
   return m;
 }
 
