@@ -78,7 +78,7 @@ class ConnectionImpl final : public Connection {
   void close_internal(bool notify_reset, std::string_view why);  // from any thread
   bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
   // The dispatch thread has delivered `bytes` of this connection's messages
-  // (ms_max_undispatched_bytes_per_connection; any thread).
+  // (ms_max_undispatched_bytes_per_connection; dispatch thread).
   void release_undispatched(std::uint64_t bytes);
   std::uint64_t undispatched_bytes() const noexcept { return undispatched_.load(std::memory_order_acquire); }
   transport::Worker& owner() const noexcept { return *owner_.load(std::memory_order_acquire); }

@@ -293,11 +293,9 @@ void ConnectionImpl::forget_unsent() {
 }
 
 void ConnectionImpl::release_undispatched(std::uint64_t bytes) {
-  const std::uint64_t max = core_->options.ms_max_undispatched_bytes_per_connection;
-  const std::uint64_t before = undispatched_.fetch_sub(bytes, std::memory_order_acq_rel);
-  // Crossing back under our own bound: the waiters (we may be one) re-check.
-  if (max != 0 && before > max && before - bytes <= max && core_->has_waiters.load(std::memory_order_acquire))
-    core_->wake_waiters();
+  // The dispatch queue's release callback wakes the paused connections next
+  // (MessengerCore), and each re-checks over_budget().
+  undispatched_.fetch_sub(bytes, std::memory_order_acq_rel);
 }
 
 bool ConnectionImpl::over_budget() const {
