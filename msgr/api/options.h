@@ -52,11 +52,12 @@ struct MessengerOptions {
   // Connections we dial are not counted. 0: no limit. Siphon extension.
   std::uint64_t ms_max_connections = 0;
   // Bytes of messages a connection has accepted from send_message() and not
-  // yet handed to the transport (0: no limit). Past it send_message()
-  // returns errc::queue_full and does not take the message (the caller
-  // keeps it); a message always passes when nothing is queued. Siphon
-  // extension.
-  std::uint64_t ms_max_queued_send_bytes_per_connection = 256ull << 20;
+  // yet handed to the transport (0: no limit, Ceph's behaviour). Past it
+  // send_message() returns errc::queue_full and does not take the message
+  // (the caller keeps it); a message always passes when nothing is queued.
+  // Off by default: code written for Ceph ignores send_message()'s result,
+  // and a refusal it does not see would be a lost message. Siphon extension.
+  std::uint64_t ms_max_queued_send_bytes_per_connection = 0;
 };
 
 }  // namespace siphon
