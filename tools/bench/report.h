@@ -30,6 +30,25 @@ struct VerifyCounts {
   bool clean() const noexcept { return lost + duplicated + reordered + corrupted == 0; }
 };
 
+// Process and transport resources at one instant (leak checks, tests/soak).
+struct ResourceSample {
+  double t = 0;               // seconds since the measured window opened (<0: before it)
+  std::uint64_t fds = 0;      // open file descriptors of the process
+  std::uint64_t rss_kib = 0;  // resident set size of the process
+  // Transport counters summed over this process's stacks (async+rdma:
+  // qps_active, connections, memory_regions, registered_bytes,
+  // buffers_in_use; empty for async+posix, whose sockets are fds).
+  std::map<std::string, std::uint64_t> stack;
+};
+
+struct Resources {
+  bool present = false;
+  bool have_before = false, have_after = false;
+  ResourceSample before;                 // loopback: before any stack existed
+  std::vector<ResourceSample> per_second;  // one per second of the window
+  ResourceSample after;                  // loopback: every messenger shut down, stacks stopped
+};
+
 struct Result {
   // Configuration as run (flags and the effective messenger options).
   std::string mode;            // loopback | client | server
@@ -51,6 +70,7 @@ struct Result {
   std::vector<double> msgs_per_second;  // one entry per second of the window
   bool verify = false;
   VerifyCounts verified;
+  Resources resources;
 
   double msgs_per_s() const noexcept { return seconds > 0 ? static_cast<double>(messages) / seconds : 0; }
   double mib_per_s() const noexcept {

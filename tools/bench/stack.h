@@ -8,9 +8,11 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compat/config.h"
 #include "msgr/api/messenger.h"
+#include "tools/bench/report.h"
 
 namespace siphon::bench {
 
@@ -21,5 +23,11 @@ MessengerOptions messenger_options(const compat::Config& cfg);
 // why this build cannot create it (never throws for an unknown stack).
 std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const compat::Config& cfg,
                                                const MessengerOptions& opts, std::string& why_not);
+
+// The process's open fds and RSS (/proc/self), and the transport counters of
+// `stacks` that tell leaks apart (async+rdma: qps_active, connections,
+// memory_regions, registered_bytes, buffers_in_use, summed). Null entries
+// are skipped.
+ResourceSample sample_resources(const std::vector<const transport::Stack*>& stacks);
 
 }  // namespace siphon::bench
