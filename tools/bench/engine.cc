@@ -910,6 +910,7 @@ RunOutcome run_loopback(const RunSetup& s) {
   // The server's threads are the ones its stack and messenger start.
   auto server_tids = std::make_shared<std::vector<pid_t>>();
   const ResourceSample resources_before = sample_resources({});
+  settle_runtime_threads();
   const auto before = list_threads();
   ServerSide server;
   const std::string bind = s.args.bind.empty() ? "127.0.0.1:0" : s.args.bind;
