@@ -49,6 +49,16 @@ struct Resources {
   ResourceSample after;                  // loopback: every messenger shut down, stacks stopped
 };
 
+// One phase of a multi-phase run (siphon-bench objd: put, stat, get, delete).
+struct PhaseResult {
+  std::string name;
+  std::uint64_t ops = 0;     // replies received
+  std::uint64_t bytes = 0;   // object bytes moved (put: sent, get: received)
+  std::uint64_t errors = 0;  // error replies and mismatches
+  double seconds = 0;
+  Histogram latency;         // request sent -> reply received, ns
+};
+
 struct Result {
   // Configuration as run (flags and the effective messenger options).
   std::string mode;            // loopback | client | server
@@ -71,6 +81,12 @@ struct Result {
   bool verify = false;
   VerifyCounts verified;
   Resources resources;
+  // This process's stack counters at the end of the run (async+rdma: the
+  // RdmaCounters of docs/rdma-transport.md, e.g. zero_copy_transfers,
+  // rnr_events; empty for stacks without counters). Whole run, not the window.
+  std::map<std::string, std::uint64_t> stack_counters;
+  // objd mode: each phase (the totals above cover them all).
+  std::vector<PhaseResult> phases;
 
   double msgs_per_s() const noexcept { return seconds > 0 ? static_cast<double>(messages) / seconds : 0; }
   double mib_per_s() const noexcept {

@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "compat/factory.h"
+#include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
 #include "rdma/transport/rdma_stack.h"
 
@@ -19,6 +20,8 @@ std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const
   // from the composition root's registry (compat/factory.h).
   if (type.stack == compat::MsType::Stack::posix) return make_tcp_stack(opts);
   try {
+    // async+<plugin>: load libsiphon-stack-<plugin>.so first (a no-op once loaded).
+    if (type.stack == compat::MsType::Stack::plugin) compat::load_stack_plugin(type.name, cfg);
     auto stack = compat::StackRegistry::instance().create(type.name, cfg);
     if (!stack) why_not = type.to_string() + " is not a registered stack";
     return stack;
@@ -51,6 +54,11 @@ ResourceSample sample_resources(const std::vector<const transport::Stack*>& stac
     r.stack["buffers_in_use"] += rdma->buffers_in_use();
   }
   return r;
+}
+
+std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack) {
+  if (const auto* r = dynamic_cast<const rdma::RdmaStack*>(&stack)) return r->counters().snapshot();
+  return {};
 }
 
 }  // namespace siphon::bench

@@ -6,6 +6,8 @@
 // of create_stack() becomes one call into it.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,5 +31,8 @@ std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const
 // memory_regions, registered_bytes, buffers_in_use, summed). Null entries
 // are skipped.
 ResourceSample sample_resources(const std::vector<const transport::Stack*>& stacks);
+// The stack's own counters (async+rdma: RdmaCounters by name); empty for a
+// stack that keeps none.
+std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack);
 
 }  // namespace siphon::bench
