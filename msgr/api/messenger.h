@@ -53,6 +53,10 @@ struct MessengerStats {
   std::uint64_t sessions_reset = 0;       // sessions discarded by SESSION_RESET / resetcheck
   std::uint64_t protocol_errors = 0;      // faults caused by malformed or out-of-state input
   std::uint64_t session_migrations = 0;   // sessions moved to another worker with a peer's new socket
+  // Gauges (current values, not monotonic):
+  std::uint64_t connections = 0;          // connections open or closing (sessions and handshakes)
+  std::uint64_t undispatched_bytes = 0;   // received message bytes queued for dispatch (what
+                                          // ms_dispatch_throttle_bytes bounds)
 };
 
 class Messenger {
