@@ -17,8 +17,8 @@
 // run -> shutdown() -> wait() -> destroy. shutdown() closes every connection
 // (without reset callbacks) and stops the dispatch thread after the messages
 // already queued for dispatch; wait() returns when everything has stopped.
-// The stack is started by start() if it is not running and stopped by
-// wait() if the messenger started it.
+// The stack is started by start() if it is not running; wait() stops it
+// when no other messenger still uses it (messengers may share a stack).
 //
 // Threads: every method may be called from any thread (configuration methods
 // before start()). See dispatcher.h for the callback threads.

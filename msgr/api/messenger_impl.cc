@@ -95,7 +95,8 @@ class MessengerImpl final : public Messenger {
     }
     if (stack_started_) core_->wait_all_closed();
     core_->dispatch_queue.stop();
-    if (stack_started_) core_->stack->stop();
+    // A stack shared with other messengers keeps running for them.
+    if (stack_started_ && core_->stack->remove_user()) core_->stack->stop();
     waited_ = true;
   }
 
@@ -156,6 +157,7 @@ class MessengerImpl final : public Messenger {
     std::lock_guard l(stack_mtx_);
     if (stack_started_) return;
     core_->stack->start();
+    core_->stack->add_user();
     stack_started_ = true;
   }
 

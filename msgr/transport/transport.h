@@ -14,6 +14,7 @@
 // any thread; their handlers run on the chosen worker.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -112,6 +113,15 @@ class Stack {
                                  NetAddress& bound) = 0;
   // Connects to `peer` from `worker`; `done` runs on that worker.
   virtual void connect(const NetAddress& peer, Worker& worker, ConnectHandler done) = 0;
+
+  // Several messengers may share one stack (a daemon's public and cluster
+  // messengers, say). Each one that starts the stack registers as a user;
+  // remove_user() is true for the last one, which then stops the stack.
+  void add_user() noexcept { users_.fetch_add(1, std::memory_order_relaxed); }
+  bool remove_user() noexcept { return users_.fetch_sub(1, std::memory_order_acq_rel) == 1; }
+
+ private:
+  std::atomic<int> users_{0};
 };
 
 }  // namespace siphon::transport

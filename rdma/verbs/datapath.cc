@@ -83,11 +83,14 @@ std::size_t failed_index(const Wr* chunk, std::size_t n, const Wr* bad_wr,
   return chunk_start;  // unknown: report the chunk as not posted
 }
 
-// Posts `wrs` in chunks through `post(ibv_recv_wr*, ibv_recv_wr**)`.
-template <typename PostFn>
-std::error_code post_recv_chunks(std::span<const RecvWr> wrs, std::uint32_t max_sge,
-                                 std::size_t* bad, PostFn&& post) noexcept {
-  ibv_recv_wr chunk[kWrChunk];
+// Posts `wrs` a chunk at a time: `check(wr)` validates one WR,
+// `fill(wr, ibv_wr)` converts it (sg_list, num_sge and next are set here),
+// `post(first, &bad)` is one ibv_post_* call. On failure *bad is the index
+// (in `wrs`) of the first WR not posted.
+template <typename IbvWr, typename Wr, typename CheckFn, typename FillFn, typename PostFn>
+std::error_code post_chunks(std::span<const Wr> wrs, std::size_t* bad, CheckFn&& check,
+                            FillFn&& fill, PostFn&& post) noexcept {
+  IbvWr chunk[kWrChunk];
   ibv_sge sges[kSgeChunk];
   std::size_t i = 0;
   while (i < wrs.size()) {
@@ -96,14 +99,14 @@ std::error_code post_recv_chunks(std::span<const RecvWr> wrs, std::uint32_t max_
     std::size_t used = 0;
     std::error_code invalid;
     while (i < wrs.size() && n < kWrChunk) {
-      const RecvWr& wr = wrs[i];
-      if ((invalid = check_recv(wr, max_sge))) break;
+      const Wr& wr = wrs[i];
+      if ((invalid = check(wr))) break;
       if (used + wr.num_sge > kSgeChunk) break;  // next chunk
-      ibv_recv_wr& w = chunk[n];
-      w.wr_id = wr.wr_id;
+      IbvWr& w = chunk[n];
+      std::memset(&w, 0, sizeof(w));
+      fill(wr, w);
       w.sg_list = wr.num_sge != 0 ? &sges[used] : nullptr;
       w.num_sge = static_cast<int>(wr.num_sge);
-      w.next = nullptr;
       copy_sges(wr.sg_list, wr.num_sge, &sges[used]);
       if (n > 0) chunk[n - 1].next = &w;
       used += wr.num_sge;
@@ -111,9 +114,9 @@ std::error_code post_recv_chunks(std::span<const RecvWr> wrs, std::uint32_t max_
       ++i;
     }
     if (n > 0) {
-      ibv_recv_wr* bad_wr = nullptr;
+      IbvWr* bad_wr = nullptr;
       if (const int rc = post(chunk, &bad_wr); rc != 0) {
-        if (bad != nullptr) *bad = failed_index<ibv_recv_wr>(chunk, n, bad_wr, start);
+        if (bad != nullptr) *bad = failed_index<IbvWr>(chunk, n, bad_wr, start);
         return post_error(rc);
       }
     }
@@ -123,6 +126,15 @@ std::error_code post_recv_chunks(std::span<const RecvWr> wrs, std::uint32_t max_
     }
   }
   return {};
+}
+
+// Posts receive WRs through `post(ibv_recv_wr*, ibv_recv_wr**)` (QP or SRQ).
+template <typename PostFn>
+std::error_code post_recv_chunks(std::span<const RecvWr> wrs, std::uint32_t max_sge,
+                                 std::size_t* bad, PostFn&& post) noexcept {
+  return post_chunks<ibv_recv_wr>(
+      wrs, bad, [max_sge](const RecvWr& wr) { return check_recv(wr, max_sge); },
+      [](const RecvWr& wr, ibv_recv_wr& w) { w.wr_id = wr.wr_id; }, post);
 }
 
 }  // namespace
@@ -138,51 +150,23 @@ std::error_code VerbsQp::post_send(std::span<const SendWr> wrs, std::size_t* bad
     if (bad != nullptr) *bad = 0;
     return errc::invalid_qp_state;
   }
-  ibv_send_wr chunk[kWrChunk];
-  ibv_sge sges[kSgeChunk];
-  std::size_t i = 0;
-  while (i < wrs.size()) {
-    const std::size_t start = i;
-    std::size_t n = 0;
-    std::size_t used = 0;
-    std::error_code invalid;
-    while (i < wrs.size() && n < kWrChunk) {
-      const SendWr& wr = wrs[i];
-      if ((invalid = check_send(wr, caps_))) break;
-      if (used + wr.num_sge > kSgeChunk) break;  // next chunk
-      ibv_send_wr& w = chunk[n];
-      std::memset(&w, 0, sizeof(w));
-      w.wr_id = wr.wr_id;
-      w.sg_list = wr.num_sge != 0 ? &sges[used] : nullptr;
-      w.num_sge = static_cast<int>(wr.num_sge);
-      w.opcode = to_ibv(wr.opcode);
-      w.send_flags = send_flags(wr.flags);
-      if (wr.opcode == Opcode::send_with_imm || wr.opcode == Opcode::rdma_write_with_imm)
-        w.imm_data = htonl(wr.imm_data);  // the wire carries it in network order
-      if (wr.opcode == Opcode::rdma_write || wr.opcode == Opcode::rdma_write_with_imm ||
-          wr.opcode == Opcode::rdma_read) {
-        w.wr.rdma.remote_addr = wr.remote_addr;
-        w.wr.rdma.rkey = wr.rkey;
-      }
-      copy_sges(wr.sg_list, wr.num_sge, &sges[used]);
-      if (n > 0) chunk[n - 1].next = &w;
-      used += wr.num_sge;
-      ++n;
-      ++i;
-    }
-    if (n > 0) {
-      ibv_send_wr* bad_wr = nullptr;
-      if (const int rc = ::ibv_post_send(qp_, chunk, &bad_wr); rc != 0) {
-        if (bad != nullptr) *bad = failed_index<ibv_send_wr>(chunk, n, bad_wr, start);
-        return post_error(rc);
-      }
-    }
-    if (invalid) {
-      if (bad != nullptr) *bad = i;
-      return invalid;
-    }
-  }
-  return {};
+  const QpCaps& caps = caps_;
+  ibv_qp* qp = qp_;
+  return post_chunks<ibv_send_wr>(
+      wrs, bad, [&caps](const SendWr& wr) { return check_send(wr, caps); },
+      [](const SendWr& wr, ibv_send_wr& w) {
+        w.wr_id = wr.wr_id;
+        w.opcode = to_ibv(wr.opcode);
+        w.send_flags = send_flags(wr.flags);
+        if (wr.opcode == Opcode::send_with_imm || wr.opcode == Opcode::rdma_write_with_imm)
+          w.imm_data = htonl(wr.imm_data);  // the wire carries it in network order
+        if (wr.opcode == Opcode::rdma_write || wr.opcode == Opcode::rdma_write_with_imm ||
+            wr.opcode == Opcode::rdma_read) {
+          w.wr.rdma.remote_addr = wr.remote_addr;
+          w.wr.rdma.rkey = wr.rkey;
+        }
+      },
+      [qp](ibv_send_wr* w, ibv_send_wr** b) { return ::ibv_post_send(qp, w, b); });
 }
 
 std::error_code VerbsQp::post_recv(std::span<const RecvWr> wrs, std::size_t* bad) noexcept {

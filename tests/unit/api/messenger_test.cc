@@ -487,5 +487,42 @@ TEST_F(Pair, ShutdownWithTrafficInFlightIsClean) {
   EXPECT_EQ(con->send_message(make_message<Message>(kTypeTest)), make_error_code(errc::not_connected));
 }
 
+
+// A daemon's messengers may share one stack: the first to shut down must not
+// stop it under the others.
+TEST(SharedStack, FirstMessengerToWaitDoesNotStopTheOthers) {
+  MessengerOptions o = test_options();
+  RecordingDispatcher sd, d1, d2;
+  auto server = make_messenger({entity_type::osd, 0}, o);
+  server->add_dispatcher_tail(&sd);
+  ASSERT_FALSE(server->bind(loopback_any_port()));
+  server->start();
+  std::shared_ptr<transport::Stack> shared = make_test_stack(o);
+  auto first = Messenger::create(shared, {entity_type::client, 1}, o);
+  auto second = Messenger::create(shared, {entity_type::client, 2}, o);
+  first->add_dispatcher_tail(&d1);
+  second->add_dispatcher_tail(&d2);
+  first->start();
+  second->start();
+  ConnectionRef c1 = first->connect_to(entity_type::osd, server->get_myaddrs());
+  ConnectionRef c2 = second->connect_to(entity_type::osd, server->get_myaddrs());
+  ASSERT_FALSE(c1->send_message(make_message<Message>(kTypeTest)));
+  ASSERT_FALSE(c2->send_message(make_message<Message>(kTypeTest)));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 2; }));
+
+  first->shutdown();
+  first->wait();
+  // The second messenger's connection still works on the shared stack.
+  for (int i = 0; i < 10; ++i) ASSERT_FALSE(c2->send_message(make_message<Message>(kTypeTest)));
+  EXPECT_TRUE(sd.w.wait_for([&] { return sd.messages == 12; }));
+  ConnectionRef again = second->connect_to(entity_type::osd, server->get_myaddrs());
+  EXPECT_EQ(again, c2);
+
+  second->shutdown();
+  second->wait();
+  server->shutdown();
+  server->wait();
+}
+
 }  // namespace
 }  // namespace siphon::test
