@@ -108,6 +108,7 @@ class RdmaLink final : public Link {
   static constexpr std::uint32_t kCredits = 8;
   static constexpr std::uint32_t kSlots = kCredits + rdma::kUpdateSlots;
   static constexpr std::uint64_t kSendId = 1u << 20;
+  static constexpr std::uint64_t kUpdateId = kSendId + 1;
 
   explicit RdmaLink(rdma::Provider& prov) : prov_(prov) {}
   ~RdmaLink() override {
@@ -210,13 +211,14 @@ class RdmaLink final : public Link {
   const rdma::ConnectInfo& server_info() const { return server_; }
 
  private:
-  static constexpr std::size_t kSendArea = 16 * 1024;
+  static constexpr std::size_t kSendArea = 16 * 1024;        // data SENDs
+  static constexpr std::size_t kRecvArea = kSendArea + 64;   // after the credit-update header
 
   static ::testing::AssertionResult fail(const char* what, std::error_code ec) {
     return ::testing::AssertionFailure() << what << ": " << ec.message();
   }
   std::error_code post_recv(std::uint32_t slot) {
-    const rdma::Sge sg{region_addr(kSendArea + std::size_t{kRecvSize} * slot), kRecvSize, mr_->lkey()};
+    const rdma::Sge sg{region_addr(kRecvArea + std::size_t{kRecvSize} * slot), kRecvSize, mr_->lkey()};
     const rdma::RecvWr wr{slot, &sg, 1};
     return qp_->post_recv({&wr, 1}, nullptr);
   }
@@ -252,8 +254,12 @@ class RdmaLink final : public Link {
         send_done_ = true;
         continue;
       }
+      if (wc[i].wr_id == kUpdateId) {
+        update_inflight_ = false;
+        continue;
+      }
       const auto slot = static_cast<std::uint32_t>(wc[i].wr_id);
-      const std::uint8_t* p = mem_.data() + kSendArea + std::size_t{kRecvSize} * slot;
+      const std::uint8_t* p = mem_.data() + kRecvArea + std::size_t{kRecvSize} * slot;
       SendHeader h;
       if (SendHeader::decode({p, wc[i].byte_len}, h)) return ok_ = false;
       credits_ += h.credits_returned;
@@ -261,13 +267,21 @@ class RdmaLink final : public Link {
       if (post_recv(slot)) return ok_ = false;
       if (h.type != SendType::credit_update) ++owed_;
     }
-    // Give credits back explicitly when half a window is owed (as the stack does).
-    if (!hold_credits && owed_ >= (kCredits + 1) / 2) {
+    // Give credits back explicitly when half a window is owed (as the stack
+    // does), from a header area of its own: a data SEND may be in flight.
+    if (!hold_credits && !update_inflight_ && owed_ >= (kCredits + 1) / 2) {
       SendHeader h;
       h.type = SendType::credit_update;
       h.credits_returned = static_cast<std::uint16_t>(std::exchange(owed_, 0));
-      h.encode(mem_.data());
-      if (!post_send_and_wait(SendHeader::kSize)) return false;
+      h.encode(mem_.data() + kSendArea);
+      const Sge sg{region_addr(kSendArea), static_cast<std::uint32_t>(SendHeader::kSize), mr_->lkey()};
+      SendWr wr;
+      wr.wr_id = kUpdateId;
+      wr.flags = kSignaled;
+      wr.sg_list = &sg;
+      wr.num_sge = 1;
+      if (qp_->post_send({&wr, 1}, nullptr)) return ok_ = false;
+      update_inflight_ = true;
     }
     return ok_;
   }
@@ -291,12 +305,12 @@ class RdmaLink final : public Link {
   std::unique_ptr<rdma::ProtectionDomain> pd_;
   std::unique_ptr<rdma::CompletionQueue> cq_;
   std::unique_ptr<rdma::QueuePair> qp_;
-  // [send area][kSlots receive buffers]
-  std::vector<std::uint8_t> mem_ = std::vector<std::uint8_t>(kSendArea + std::size_t{kRecvSize} * kSlots);
+  // [data SEND area][credit-update header][kSlots receive buffers]
+  std::vector<std::uint8_t> mem_ = std::vector<std::uint8_t>(kRecvArea + std::size_t{kRecvSize} * kSlots);
   std::unique_ptr<rdma::MemoryRegion> mr_;
   rdma::ConnectInfo server_;
   std::uint32_t credits_ = 0, owed_ = 0;
-  bool ok_ = false, send_done_ = false;
+  bool ok_ = false, send_done_ = false, update_inflight_ = false;
   std::string rx_;
 };
 
