@@ -179,6 +179,9 @@ class ConnectionImpl final : public Connection {
   // not grow our queue by one ack per keepalive): one ack, the latest, goes
   // out when the queue drains (flush()).
   std::optional<proto::UTime> pending_keepalive_ack_;
+  // Our place in the throttle's line while paused (0: not waiting;
+  // MessengerCore::add_waiter).
+  std::uint64_t wait_ticket_ = 0;
   std::chrono::nanoseconds idle_for_{0};
   session::ReconnectBackoff backoff_;
   std::unique_ptr<boost::asio::steady_timer> timer_;       // ready timeout / backoff

@@ -282,7 +282,8 @@ void ConnectionImpl::pause_for_budget() {
     if (conn_) conn_->pause_receive(true);
     SIPHON_TRACE(session, "throttled: pausing receive");
   }
-  core_->add_waiter(ConnectionImplRef(this));
+  // Keeps our place in line if we were already waiting (woken, still full).
+  wait_ticket_ = core_->add_waiter(ConnectionImplRef(this), wait_ticket_);
   if (!over_budget()) core_->wake_waiters();  // released while we registered
 }
 
@@ -296,6 +297,7 @@ void ConnectionImpl::try_resume() {
         return;
       }
       self->paused_ = false;
+      self->wait_ticket_ = 0;  // served: a later pause waits at the back
       if (self->conn_) self->conn_->pause_receive(false);
     });
   });
