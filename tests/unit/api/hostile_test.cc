@@ -77,8 +77,12 @@ struct Hostile : ::testing::Test {
   std::shared_ptr<Throttle> client_messages = std::make_shared<Throttle>("client messages", kMessageCap);
   std::atomic<bool> slow_sink{false};
 
+  // Short for the scenarios that wait for it; generous for the others, whose
+  // handshakes must not time out on a loaded (sanitized, shared) CI machine.
+  std::chrono::milliseconds ready_timeout = 5s;
+
   void SetUp() override {
-    opts.ms_connection_ready_timeout = 1s;
+    opts.ms_connection_ready_timeout = ready_timeout;
     opts.ms_dispatch_throttle_bytes = kThrottle;
     opts.transport.common.send_queue_high_water = kHighWater;
     opts.transport.common.send_queue_low_water = kHighWater / 4;
@@ -255,9 +259,14 @@ struct Hostile : ::testing::Test {
   }
 };
 
+// The scenarios that end in ms_connection_ready_timeout run with 1 s.
+struct HostileHandshake : Hostile {
+  HostileHandshake() { ready_timeout = 1s; }
+};
+
 // Handshakes that never finish: banner and HELLO, then silence. Each is
 // closed by ms_connection_ready_timeout.
-TEST_F(Hostile, HalfOpenHandshakesHitTheReadyTimeout) {
+TEST_F(HostileHandshake, HalfOpenHandshakesHitTheReadyTimeout) {
   LogCapture logs;
   constexpr int kN = 16;
   Watch w(*this);
@@ -283,7 +292,7 @@ TEST_F(Hostile, HalfOpenHandshakesHitTheReadyTimeout) {
 // Slow senders: a valid banner and HELLO, one byte per SEND/write every
 // 20 ms. The handshake cannot finish within ms_connection_ready_timeout, so
 // the connection is closed; the decoder never holds more than one frame.
-TEST_F(Hostile, SlowSendersTrickleOneByteAtATime) {
+TEST_F(HostileHandshake, SlowSendersTrickleOneByteAtATime) {
   LogCapture logs;
   constexpr int kN = 4;
   Watch w(*this);
@@ -341,6 +350,35 @@ TEST_F(Hostile, HugeSegmentClaimOverTheLimitIsRefused) {
   EXPECT_TRUE(r->link().closed_by_peer());
   EXPECT_TRUE(eventually([&] { return logs.contains("over the limit"); }, 10s));
   w.check("segment claim over the limit", 1);
+  expect_baseline();
+}
+
+// Before the handshake: a MESSAGE preamble claiming a 200 MiB segment (under
+// ms_max_segment_size, so the decoder waits for it) and 64 KiB of it. The
+// frame is out of state, but the server only sees that once it is whole;
+// until then ms_connection_ready_timeout bounds how long the bytes are held.
+TEST_F(HostileHandshake, HugeSegmentClaimBeforeTheHandshakeHitsTheReadyTimeout) {
+  LogCapture logs;
+  constexpr int kN = 4;
+  constexpr std::uint32_t kClaim = 200u << 20;
+  Watch w(*this);
+  std::vector<std::unique_ptr<RawClient>> peers;
+  for (int i = 0; i < kN; ++i) {
+    auto r = raw();
+    ASSERT_TRUE(r);
+    ASSERT_TRUE(r->exchange_banners());
+    std::string f = message_frame(1, 1);
+    std::memcpy(f.data() + 8, &kClaim, 4);
+    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
+    std::memcpy(f.data() + 28, &crc, 4);
+    ASSERT_TRUE(r->send(f + std::string(64 * 1024, 'z')));
+    peers.push_back(std::move(r));
+  }
+  round_trips(kRoundTrips);
+  for (auto& p : peers) EXPECT_TRUE(p->link().closed_by_peer()) << "a pre-handshake claim was kept open";
+  EXPECT_TRUE(eventually([&] { return count(logs, "ms_connection_ready_timeout") >= kN; }, 10s))
+      << count(logs, "ms_connection_ready_timeout") << " ready timeouts logged, want " << kN;
+  w.check("200 MiB segment claims before the handshake x4", kN);
   expect_baseline();
 }
 
