@@ -6,6 +6,7 @@
 #include <charconv>
 #include <chrono>
 
+#include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
 #include "rdma/soft/soft_provider.h"
@@ -187,6 +188,10 @@ std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpos
   const MsType& t = purpose == Purpose::cluster_network ? types.cluster_type : types.public_type;
   auto& reg = StackRegistry::instance();
   auto stack = reg.create(t.name, cfg);
+  if (!stack && t.stack == MsType::Stack::plugin) {
+    load_stack_plugin(t.name, cfg);  // throws with the cause
+    stack = reg.create(t.name, cfg);
+  }
   if (!stack) {
     std::string avail;
     for (const auto& n : reg.names()) avail += (avail.empty() ? "" : ", ") + n;

@@ -110,6 +110,44 @@ anything else and suggests the likely value. `ms_async_rdma_type` is the link ty
 `iwarp`), not a device: `ms_async_rdma_type = mlx5_0` is an error that says to use
 `ms_async_rdma_device_name = mlx5_0` (Ceph would silently use `ib` and the first device).
 
+## Stack plugins
+
+`ms_type = async+<name>` for a name that is not built in (`posix`, `rdma`) loads the shared
+library `libsiphon-stack-<name>.so` from `ms_stack_plugin_dir` (empty: the directory fixed at
+build time with `-DSIPHON_STACK_PLUGIN_DIR`, default `<libdir>/siphon`, where `cmake --install`
+puts the in-tree plugins). The first messenger that needs the stack loads it; it then stays
+registered, and loaded, for the life of the process.
+
+A plugin exports one C function, `siphon_stack_plugin_entry`, declared in
+`msgr/transport/stack_plugin.h`, that returns a descriptor: the ABI version it was built for, the
+size of the options structure it was compiled with, its name (which must match the file name), a
+one-line description, and `create`/`destroy` functions. `create` receives the typed transport
+options the host read from its configuration (threads, frame limits, fault injection, TCP
+settings) and returns a `transport::Stack`; a plugin never reads ceph.conf. Siphon reads the ABI
+version first and nothing else when it differs. Every problem is a configuration error that names
+the file, never a crash:
+
+| Situation | Error says |
+|---|---|
+| no such file | the file name, the directory searched and the stacks available |
+| not loadable (not ELF, missing dependency, ...) | the path and the dynamic loader's message |
+| no `siphon_stack_plugin_entry` | the path: it is not a Siphon stack plugin |
+| built for another ABI version | the path, the plugin's version and the version expected |
+| other headers (options size differs) | the path and both sizes: rebuild from the same source |
+| descriptor names another stack | the path and the name it gives |
+
+Because a stack is a C++ object, the ABI covers `msgr/transport/transport.h` and `options.h` and
+the compiler: build plugins from the same Siphon source, compiler and flags as the program.
+A plugin links what it needs (normally `siphon_transport`) statically; a program that loads
+plugins should export its symbols (`-rdynamic`; CMake: `siphon_stack_plugin_host(target)`), so that
+the plugin binds to the program's error category, log levels and log sink rather than its own
+copies (otherwise error codes from the plugin would not compare equal to Siphon's `errc` values).
+AddressSanitizer reports those identical duplicate definitions as an ODR violation; run such a host
+with `ASAN_OPTIONS=detect_odr_violation=1`, which still reports duplicates whose sizes differ.
+The in-tree plugin `async+tcpplugin` (`plugins/tcpplugin`) is the TCP stack under another name,
+wire-compatible with `async+posix`; `plugins/wrongabi` declares another ABI version and exists
+only for the refusal test.
+
 ## Options
 
 Origin *Ceph* is an option Ceph has, with Ceph 16.2's default; *Siphon* is an extension Ceph does

@@ -27,11 +27,17 @@ LAYERS = {
     "siphon_rdma_transport": (["rdma/transport"], ["siphon_rdma_provider", "siphon_transport"]),
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
+    "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon"]),
+    "siphon_objd_proto": (["tools/objd/proto.h", "tools/objd/proto.cc"], ["siphon_api"]),
+    "siphon_objd_core": (["tools/objd/store.h", "tools/objd/store.cc", "tools/objd/server.h",
+                          "tools/objd/server.cc"], ["siphon_objd_proto"]),
+    "siphon_objd": (["tools/objd"], ["siphon_objd_core", "siphon_compat"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
-                          "tools/bench/stack.cc", "tools/bench/main.cc"],
-                         ["siphon_bench_core", "siphon_compat"]),
+                          "tools/bench/stack.cc", "tools/bench/main.cc", "tools/bench/objd_run.h",
+                          "tools/bench/objd_run.cc"],
+                         ["siphon_bench_core", "siphon_compat", "siphon_objd_proto"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')
@@ -62,7 +68,7 @@ def owner(rel):
 
 def check_sources(root, allowed):
     errors = []
-    for top in ("msgr", "rdma", "compat", "tools"):
+    for top in ("msgr", "rdma", "compat", "plugins", "tools"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for f in files:
                 if not f.endswith(SOURCE_EXT):

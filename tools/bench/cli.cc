@@ -17,6 +17,7 @@ enum : unsigned {
   kServer = 1u << 1,
   kClient = 1u << 2,
   kCompare = 1u << 3,
+  kObjd = 1u << 4,  // siphon-bench objd: a put/stat/get/delete workload against siphon-objd
   kLoad = kLoopback | kClient | kCompare,  // workload flags
   kAll = kLoopback | kServer | kClient | kCompare,
 };
@@ -27,6 +28,7 @@ unsigned bit(Mode m) noexcept {
     case Mode::server: return kServer;
     case Mode::client: return kClient;
     case Mode::compare: return kCompare;
+    case Mode::objd: return kObjd;
   }
   return 0;
 }
@@ -71,7 +73,7 @@ std::string seconds_flag(double& out, std::string_view v, double lo, double hi, 
 
 const std::vector<Flag>& flags() {
   static const std::vector<Flag> table = {
-      {"--target", true, kClient, [](BenchArgs& a, std::string_view v) -> std::string {
+      {"--target", true, kClient | kObjd, [](BenchArgs& a, std::string_view v) -> std::string {
          if (v.empty()) return "expects the server's address, e.g. 192.0.2.1:6800";
          a.target = v;
          return {};
@@ -81,13 +83,13 @@ const std::vector<Flag>& flags() {
          a.bind = v;
          return {};
        }},
-      {"--conns", true, kLoad, [](BenchArgs& a, std::string_view v) { return uint_flag(a.conns, v, 1, 1024); }},
+      {"--conns", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) { return uint_flag(a.conns, v, 1, 1024); }},
       {"--threads", true, kLoad, [](BenchArgs& a, std::string_view v) { return uint_flag(a.threads, v, 1, 256); }},
-      {"--inflight", true, kLoad, [](BenchArgs& a, std::string_view v) {
+      {"--inflight", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) {
          a.inflight_given = true;
          return uint_flag(a.inflight, v, 1, 1000000);
        }},
-      {"--size", true, kLoad, [](BenchArgs& a, std::string_view v) -> std::string {
+      {"--size", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) -> std::string {
          const auto s = parse_size(v);
          if (!s) return fmt::format("expects a byte count such as 4096, 4K, 1M, got '{}'", v);
          a.sizes = SizeDist::fixed(*s);
@@ -95,7 +97,7 @@ const std::vector<Flag>& flags() {
          a.size_given = true;
          return {};
        }},
-      {"--size-dist", true, kLoad, [](BenchArgs& a, std::string_view v) -> std::string {
+      {"--size-dist", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) -> std::string {
          std::string why;
          auto d = SizeDist::parse(v, &why);
          if (!d) return fmt::format("'{}': {} (forms: 4K | 1K-64K | 4K:70,64K:20,4M:10)", v, why);
@@ -104,7 +106,7 @@ const std::vector<Flag>& flags() {
          a.size_given = true;
          return {};
        }},
-      {"--count", true, kLoad, [](BenchArgs& a, std::string_view v) -> std::string {
+      {"--count", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) -> std::string {
          const auto x = parse_uint(v, 1, std::numeric_limits<std::uint64_t>::max() / 2);
          if (!x) return fmt::format("expects a positive number of requests, got '{}'", v);
          a.count = *x;
@@ -136,7 +138,7 @@ const std::vector<Flag>& flags() {
          a.rate = *x;
          return {};
        }},
-      {"--verify", false, kLoad, [](BenchArgs& a, std::string_view) -> std::string {
+      {"--verify", false, kLoad | kObjd, [](BenchArgs& a, std::string_view) -> std::string {
          a.verify = true;
          return {};
        }},
@@ -152,7 +154,7 @@ const std::vector<Flag>& flags() {
          else return fmt::format("expects fast or queue, got '{}'", v);
          return {};
        }},
-      {"--json", true, kAll, [](BenchArgs& a, std::string_view v) -> std::string {
+      {"--json", true, kAll | kObjd, [](BenchArgs& a, std::string_view v) -> std::string {
          if (v.empty()) return "expects a file name or '-' for standard output";
          a.json = v;
          return {};
@@ -162,7 +164,7 @@ const std::vector<Flag>& flags() {
          a.plot = v;
          return {};
        }},
-      {"--quiet", false, kAll, [](BenchArgs& a, std::string_view) -> std::string {
+      {"--quiet", false, kAll | kObjd, [](BenchArgs& a, std::string_view) -> std::string {
          a.quiet = true;
          return {};
        }},
@@ -184,13 +186,13 @@ const std::vector<Flag>& flags() {
          if (a.ms_types.empty()) return "expects a comma-separated list, e.g. async+posix,async+rdma";
          return {};
        }},
-      {"--connect-timeout", true, kLoad, [](BenchArgs& a, std::string_view v) {
+      {"--connect-timeout", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) {
          return seconds_flag(a.connect_timeout, v, 0.1, 3600, "a timeout in");
        }},
-      {"--drain-timeout", true, kLoad, [](BenchArgs& a, std::string_view v) {
+      {"--drain-timeout", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) {
          return seconds_flag(a.drain_timeout, v, 0.1, 3600, "a timeout in");
        }},
-      {"--seed", true, kLoad, [](BenchArgs& a, std::string_view v) -> std::string {
+      {"--seed", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) -> std::string {
          const auto x = parse_uint(v, 0, std::numeric_limits<std::uint64_t>::max());
          if (!x) return fmt::format("expects a whole number, got '{}'", v);
          a.seed = *x;
@@ -208,7 +210,7 @@ const std::vector<Flag>& flags() {
 
 std::string modes_of(unsigned m) {
   std::string s;
-  for (Mode x : {Mode::loopback, Mode::server, Mode::client, Mode::compare}) {
+  for (Mode x : {Mode::loopback, Mode::server, Mode::client, Mode::compare, Mode::objd}) {
     if ((m & bit(x)) == 0) continue;
     if (!s.empty()) s += ", ";
     s += to_string(x);
@@ -224,6 +226,7 @@ std::string_view to_string(Mode m) noexcept {
     case Mode::server: return "server";
     case Mode::client: return "client";
     case Mode::compare: return "compare";
+    case Mode::objd: return "objd";
   }
   return "?";
 }
@@ -238,7 +241,7 @@ std::string_view to_string(Pattern p) noexcept {
 }
 
 std::optional<Mode> parse_mode(std::string_view s) noexcept {
-  for (Mode m : {Mode::loopback, Mode::server, Mode::client, Mode::compare})
+  for (Mode m : {Mode::loopback, Mode::server, Mode::client, Mode::compare, Mode::objd})
     if (s == to_string(m)) return m;
   return std::nullopt;
 }
@@ -301,6 +304,8 @@ std::optional<BenchArgs> parse_bench_args(Mode mode, std::span<const std::string
   if (a.count && a.duration_given) return fail("--count and --duration exclude each other (a run is bounded by one)");
   if (a.count && warmup_given) return fail("--warmup applies to --duration runs, not to --count");
   if (mode == Mode::client && a.target.empty()) return fail("client mode needs --target ADDR (the server's address)");
+  if (mode == Mode::objd && a.target.empty())
+    return fail("objd mode needs --target ADDR (the public address siphon-objd printed)");
   if (mode == Mode::compare && a.ms_types.empty())
     return fail("compare mode needs --ms-types TYPE,TYPE... (e.g. async+posix,async+rdma)");
   if (mode != Mode::server) {
@@ -328,6 +333,8 @@ usage:
   siphon-bench server --bind ADDR [flags] answer clients until signalled (or --duration, --once)
   siphon-bench client --target ADDR [flags]
   siphon-bench compare --ms-types T1,T2[,...] [flags]   the loopback run on each stack, one table
+  siphon-bench objd --target ADDR [flags] put, stat, get and delete --count objects (default
+                                          1000) on a siphon-objd; --verify checks every get
   siphon-bench --help | --version
 Configuration flags may also come before the mode: siphon-bench -c my.conf loopback
 

@@ -15,7 +15,7 @@
 
 namespace siphon::bench {
 
-enum class Mode { loopback, server, client, compare };
+enum class Mode { loopback, server, client, compare, objd };
 enum class Pattern { echo, sink, source };
 std::string_view to_string(Mode m) noexcept;
 std::string_view to_string(Pattern p) noexcept;

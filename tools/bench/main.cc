@@ -16,6 +16,7 @@
 #include "msgr/base/log.h"
 #include "tools/bench/cli.h"
 #include "tools/bench/engine.h"
+#include "tools/bench/objd_run.h"
 #include "tools/bench/report.h"
 #include "tools/bench/stack.h"
 
@@ -117,7 +118,7 @@ int finish(const BenchArgs& a, const RunOutcome& out) {
 
 int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty()) return usage_error("which mode? loopback, server, client or compare");
+  if (args.empty()) return usage_error("which mode? loopback, server, client, compare or objd");
   for (const auto& x : args) {
     if (x == "-h" || x == "--help" || x == "help") {
       std::cout << usage();
@@ -142,9 +143,9 @@ int run(int argc, char** argv) {
       break;
     }
   }
-  if (at >= args.size()) return usage_error("which mode? loopback, server, client or compare");
+  if (at >= args.size()) return usage_error("which mode? loopback, server, client, compare or objd");
   const auto mode = parse_mode(args[at]);
-  if (!mode) return usage_error(fmt::format("unknown mode '{}' (loopback, server, client or compare)", args[at]));
+  if (!mode) return usage_error(fmt::format("unknown mode '{}' (loopback, server, client, compare or objd)", args[at]));
   std::vector<std::string> flags(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(at));
   flags.insert(flags.end(), args.begin() + static_cast<std::ptrdiff_t>(at) + 1, args.end());
 
@@ -185,7 +186,9 @@ int run(int argc, char** argv) {
   // The embedded default (docs/benchmarking.md): with ms_type set nowhere
   // (no file, CEPH_ARGS or --ms-type/--set), Siphon's headline stack runs:
   // async+rdma, on the software fabric when the host has no RDMA device.
-  if (cfg.source(compat::Opt::ms_type).kind == compat::ValueSource::Kind::default_value &&
+  // objd mode talks to a daemon that reads the same configuration, so it
+  // keeps Ceph's default (async+posix) like the daemon does.
+  if (a.mode != Mode::objd && cfg.source(compat::Opt::ms_type).kind == compat::ValueSource::Kind::default_value &&
       cfg.source(compat::Opt::ms_public_type).kind == compat::ValueSource::Kind::default_value) {
     std::string why;
     setup.ms_type = *compat::parse_ms_type("async+rdma", why);
@@ -257,6 +260,7 @@ int run(int argc, char** argv) {
     case Mode::client: out = run_client(setup); break;
     case Mode::server: out = run_server(setup); break;
     case Mode::compare: break;
+    case Mode::objd: out = run_objd(setup); break;
   }
   if (!out.ran) {
     fmt::print(stderr, "siphon-bench: {}\n", out.error);

@@ -67,17 +67,29 @@ void write_table(std::ostream& os, const Result& r) {
   fmt::print(os, "  {:<22}{:>14.3f}\n", "Gbit/s", r.gbit_per_s());
   // Latency is always request sent -> reply received at the client (one
   // clock); the pattern says which way the payload travelled.
-  const char* what = r.pattern == "echo"   ? "round trip, payload both ways"
+  const char* what = r.pattern == "put-get" ? "request to reply, every operation"
+                     : r.pattern == "echo"   ? "round trip, payload both ways"
                      : r.pattern == "sink" ? "round trip, payload client to server"
                                            : "round trip, payload server to client";
   for (double p : kPercentiles)
     fmt::print(os, "  {:<22}{:>14}\n", fmt::format("latency p{} (µs)", p), us(r.latency.percentile(p)));
   fmt::print(os, "  {:<22}{:>14}   ({})\n", "latency max (µs)", us(r.latency.max()), what);
   fmt::print(os, "  {:<22}{:>14.2f}\n", "client CPU s", r.client_cpu.total());
-  fmt::print(os, "  {:<22}{:>14.2f}\n", "server CPU s", r.server_cpu.total());
-  fmt::print(os, "  {:<22}{:>14.2f}\n", "CPU µs/msg", r.cpu_us_per_msg());
+  if (r.mode != "objd") {  // siphon-objd is another process: its CPU is not measured here
+    fmt::print(os, "  {:<22}{:>14.2f}\n", "server CPU s", r.server_cpu.total());
+    fmt::print(os, "  {:<22}{:>14.2f}\n", "CPU µs/msg", r.cpu_us_per_msg());
+  } else {
+    fmt::print(os, "  {:<22}{:>14.2f}\n", "client CPU µs/op", r.cpu_us_per_msg());
+  }
   fmt::print(os, "  {:<22}{:>14}\n", "errors", r.errors);
   fmt::print(os, "  {:<22}{:>14}\n", "faults / reconnects", fmt::format("{} / {}", r.faults, r.reconnects));
+  for (const auto& ph : r.phases) {
+    const double rate = ph.seconds > 0 ? static_cast<double>(ph.ops) / ph.seconds : 0;
+    const double mib = ph.seconds > 0 ? static_cast<double>(ph.bytes) / ph.seconds / (1024.0 * 1024.0) : 0;
+    fmt::print(os, "  {:<22}{:>14}   ({:.0f} ops/s, {:.1f} MiB/s, p50 {} µs, p99 {} µs, {} errors)\n",
+               fmt::format("{} ops", ph.name), ph.ops, rate, mib, us(ph.latency.percentile(50)),
+               us(ph.latency.percentile(99)), ph.errors);
+  }
   if (r.verify) {
     const VerifyCounts& v = r.verified;
     fmt::print(os, "  {:<22}{:>14}\n", "verified", v.checked);
@@ -188,6 +200,18 @@ void write_json(std::ostream& os, const Result& r) {
     first = false;
   }
   os << ']';
+  if (!r.phases.empty()) {
+    os << ",\"phases\":[";
+    first = true;
+    for (const auto& ph : r.phases) {
+      os << (first ? "" : ",") << "{\"name\":" << json_quote(ph.name) << ",\"ops\":" << ph.ops
+         << ",\"bytes\":" << ph.bytes << ",\"errors\":" << ph.errors << ",\"seconds\":" << json_number(ph.seconds)
+         << ",\"p50_ns\":" << ph.latency.percentile(50) << ",\"p99_ns\":" << ph.latency.percentile(99)
+         << ",\"max_ns\":" << ph.latency.max() << '}';
+      first = false;
+    }
+    os << ']';
+  }
   if (r.verify) {
     const VerifyCounts& v = r.verified;
     os << ",\"verify\":{\"checked\":" << v.checked << ",\"lost\":" << v.lost

@@ -30,6 +30,16 @@ struct VerifyCounts {
   bool clean() const noexcept { return lost + duplicated + reordered + corrupted == 0; }
 };
 
+// One phase of a multi-phase run (siphon-bench objd: put, stat, get, delete).
+struct PhaseResult {
+  std::string name;
+  std::uint64_t ops = 0;     // replies received
+  std::uint64_t bytes = 0;   // object bytes moved (put: sent, get: received)
+  std::uint64_t errors = 0;  // error replies and mismatches
+  double seconds = 0;
+  Histogram latency;         // request sent -> reply received, ns
+};
+
 struct Result {
   // Configuration as run (flags and the effective messenger options).
   std::string mode;            // loopback | client | server
@@ -51,6 +61,8 @@ struct Result {
   std::vector<double> msgs_per_second;  // one entry per second of the window
   bool verify = false;
   VerifyCounts verified;
+  // objd mode: each phase (the totals above cover them all).
+  std::vector<PhaseResult> phases;
 
   double msgs_per_s() const noexcept { return seconds > 0 ? static_cast<double>(messages) / seconds : 0; }
   double mib_per_s() const noexcept {

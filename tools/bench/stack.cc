@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "compat/factory.h"
+#include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
 
 namespace siphon::bench {
@@ -14,6 +15,8 @@ std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const
   // from the composition root's registry (compat/factory.h).
   if (type.stack == compat::MsType::Stack::posix) return make_tcp_stack(opts);
   try {
+    // async+<plugin>: load libsiphon-stack-<plugin>.so first (a no-op once loaded).
+    if (type.stack == compat::MsType::Stack::plugin) compat::load_stack_plugin(type.name, cfg);
     auto stack = compat::StackRegistry::instance().create(type.name, cfg);
     if (!stack) why_not = type.to_string() + " is not a registered stack";
     return stack;

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# siphon-objd driven by siphon-bench objd, one case per ctest:
+#
+#   objd_cli_test.sh CASE SIPHON_OBJD SIPHON_BENCH CONF_DIR CHECK_BENCH_JSON SCHEMA
+#
+#   posix, rdma   the same workload body on objd-posix.conf / objd-rdma.conf
+#                 (the files differ only in the stack lines): put/stat/get/
+#                 delete of 300 objects, every get verified, clean SIGTERM
+#   dir           objd_data_dir (io_uring file store): the same workload, no
+#                 file left behind
+#   foreign       a siphon-bench client (messages objd does not serve) is
+#                 dropped, objd keeps serving
+#   bad_input     configuration and command-line errors: clear message, exit
+#                 status, no crash; ms_cluster_type selects the cluster stack
+# Exit 0 pass, 1 fail.
+set -uo pipefail
+
+case_name=$1
+objd=$2
+bench=$3
+confdir=$4
+checker=$5
+schema=$6
+
+tmp=$(mktemp -d /tmp/siphon-objd-test.XXXXXX)
+objd_pid=""
+cleanup() {
+  if [ -n "$objd_pid" ]; then kill -KILL "$objd_pid" 2>/dev/null; wait "$objd_pid" 2>/dev/null; fi
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL ($case_name): $*" >&2
+  for f in "$tmp"/*.out "$tmp"/*.err; do
+    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }
+  done
+  exit 1
+}
+expect_in() {  # FILE REGEX
+  grep -Eq -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"
+}
+expect_json() {  # FILE EXPR (python, d = the document; must be true)
+  local v
+  v=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1") || fail "cannot read $1"
+  [ "$v" = "True" ] || fail "JSON check '$2' is $v"
+}
+
+# start_objd NAME ARGS...: starts siphon-objd, waits for its address file.
+start_objd() {
+  local name=$1
+  shift
+  rm -f "$tmp/addr"
+  env -u CEPH_CONF -u CEPH_ARGS "$objd" --addr-file "$tmp/addr" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  objd_pid=$!
+  for _ in $(seq 1 300); do
+    [ -s "$tmp/addr" ] && return 0
+    kill -0 "$objd_pid" 2>/dev/null || { wait "$objd_pid"; fail "siphon-objd exited with status $? before listening"; }
+    sleep 0.1
+  done
+  fail "siphon-objd did not listen within 30 s"
+}
+# stop_objd SIGNAL: the daemon must exit 0 and report what it served.
+stop_objd() {
+  kill "-$1" "$objd_pid"
+  local st=0
+  wait "$objd_pid" || st=$?
+  objd_pid=""
+  [ "$st" -eq 0 ] || fail "siphon-objd exited with status $st after SIG$1"
+}
+run_bench() {  # NAME ARGS...
+  local name=$1
+  shift
+  env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" "$bench" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"
+  status=$?
+}
+
+# The workload body every stack runs: only the configuration file differs.
+workload() {  # CONF EXPECTED_MS_TYPE [extra objd args]
+  local conf=$1 type=$2
+  shift 2
+  start_objd objd -c "$conf" -i 0 "$@"
+  local type_re=${type//+/\\+}
+  expect_in "$tmp/objd.out" "siphon-objd osd\.0: public v2:127\.0\.0\.1:[0-9]+/[0-9]+ \($type_re\), cluster .*\($type_re\)"
+  run_bench bench objd -c "$conf" --target "$(cat "$tmp/addr")" --count 300 --size-dist 1K-128K --conns 2 \
+    --inflight 8 --verify --json "$tmp/result.json"
+  [ "$status" -eq 0 ] || fail "siphon-bench objd exited with status $status"
+  python3 "$checker" "$schema" "$tmp/result.json" >"$tmp/schema.out" 2>&1 || fail "JSON does not match the schema"
+  expect_json "$tmp/result.json" "d['mode'] == 'objd' and d['ms_type'] == '$type'"
+  expect_json "$tmp/result.json" "d['results']['verify'] == {'checked': 300, 'lost': 0, 'duplicated': 0, 'reordered': 0, 'corrupted': 0}"
+  expect_json "$tmp/result.json" "[(p['name'], p['ops'], p['errors']) for p in d['results']['phases']] == [('put', 300, 0), ('stat', 300, 0), ('get', 300, 0), ('delete', 300, 0)]"
+  expect_json "$tmp/result.json" "d['results']['errors'] == 0 and d['results']['messages'] == 1200"
+  expect_json "$tmp/result.json" "d['results']['phases'][0]['bytes'] == d['results']['phases'][2]['bytes'] > 300 * 1024"
+  expect_in "$tmp/bench.out" "get ops +300"
+  stop_objd TERM
+  # 300 of each, plus the stat that checks the first object is gone (ENOENT).
+  expect_in "$tmp/objd.out" "served 300 put, 300 get, 301 stat, 300 delete; 1 error replies, 0 messages dropped"
+  expect_in "$tmp/objd.err" "SIGTERM received, shutting down"
+}
+
+case "$case_name" in
+  posix) workload "$confdir/objd-posix.conf" async+posix ;;
+  rdma) workload "$confdir/objd-rdma.conf" async+rdma ;;
+  dir)
+    workload "$confdir/objd-posix.conf" async+posix --objd_data_dir "$tmp/data"
+    expect_in "$tmp/objd.out" "store: directory $tmp/data \(io_uring\)"
+    [ -d "$tmp/data" ] || fail "objd_data_dir was not created"
+    left=$(find "$tmp/data" -mindepth 1 | head -5)
+    [ -z "$left" ] || fail "files left in objd_data_dir after every object was deleted: $left"
+    ;;
+  foreign)
+    start_objd objd -c "$confdir/objd-posix.conf" -i 0
+    # siphon-bench's own request messages: objd drops them; the client gets
+    # no replies and gives up.
+    run_bench foreign client -c "$confdir/objd-posix.conf" --target "$(cat "$tmp/addr")" --count 20 \
+      --drain-timeout 0.5 --connect-timeout 10
+    [ "$status" -ne 0 ] || fail "siphon-bench client succeeded against siphon-objd"
+    kill -0 "$objd_pid" 2>/dev/null || fail "siphon-objd died after foreign messages"
+    run_bench bench objd -c "$confdir/objd-posix.conf" --target "$(cat "$tmp/addr")" --count 20 --verify
+    [ "$status" -eq 0 ] || fail "siphon-objd does not serve after foreign messages (bench status $status)"
+    stop_objd INT
+    expect_in "$tmp/objd.err" "SIGINT received"
+    grep -Eq "messages dropped" "$tmp/objd.out" || fail "no final counters"
+    dropped=$(sed -nE 's/.* ([0-9]+) messages dropped/\1/p' "$tmp/objd.out")
+    [ "${dropped:-0}" -ge 1 ] || fail "expected dropped foreign messages, got '${dropped:-}'"
+    ;;
+  bad_input)
+    env -u CEPH_CONF -u CEPH_ARGS "$objd" -c "$confdir/objd-posix.conf" -i 0 --ms_type async+nosuchstack \
+      >"$tmp/e1.out" 2>"$tmp/e1.err"
+    st=$?
+    [ "$st" -eq 1 ] || fail "unknown stack: status $st, expected 1"
+    expect_in "$tmp/e1.err" "async\+nosuchstack"
+    expect_in "$tmp/e1.err" "async\+posix"
+    mkdir -p "$tmp/ro" && touch "$tmp/ro/file"
+    env -u CEPH_CONF -u CEPH_ARGS "$objd" -c "$confdir/objd-posix.conf" -i 0 --objd_data_dir "$tmp/ro/file/sub" \
+      >"$tmp/e2.out" 2>"$tmp/e2.err"
+    st=$?
+    [ "$st" -eq 1 ] || fail "unusable objd_data_dir: status $st, expected 1"
+    expect_in "$tmp/e2.err" "objd_data_dir $tmp/ro/file/sub: cannot create it"
+    env -u CEPH_CONF -u CEPH_ARGS "$objd" -c "$confdir/objd-posix.conf" -i 0 --bogus >"$tmp/e3.out" 2>"$tmp/e3.err"
+    st=$?
+    [ "$st" -eq 2 ] || fail "unknown argument: status $st, expected 2"
+    expect_in "$tmp/e3.err" "unknown argument '--bogus'"
+    env -u CEPH_CONF -u CEPH_ARGS "$objd" -c "$confdir/objd-posix.conf" -i 0 --objd_max_object_size lots \
+      >"$tmp/e4.out" 2>"$tmp/e4.err"
+    st=$?
+    [ "$st" -eq 2 ] || fail "invalid value: status $st, expected 2"
+    expect_in "$tmp/e4.err" "objd_max_object_size"
+    printf '[global]\npublic addr = v1:127.0.0.1:0\n' >"$tmp/v1.conf"
+    env -u CEPH_CONF -u CEPH_ARGS "$objd" -c "$tmp/v1.conf" -i 0 >"$tmp/e5.out" 2>"$tmp/e5.err"
+    st=$?
+    [ "$st" -eq 2 ] || fail "v1 public_addr: status $st, expected 2"
+    expect_in "$tmp/e5.err" "msgr2 only"
+    run_bench nobench objd -c "$confdir/objd-posix.conf"
+    [ "$status" -eq 2 ] || fail "siphon-bench objd without --target: status $status, expected 2"
+    expect_in "$tmp/nobench.err" "objd mode needs --target"
+    # Nothing listens there: a clear connection error, status 1.
+    run_bench noserver objd -c "$confdir/objd-posix.conf" --target 127.0.0.1:9 --connect-timeout 1 --count 5
+    [ "$status" -eq 1 ] || fail "no server: status $status, expected 1"
+    expect_in "$tmp/noserver.err" "not ready after"
+    # ms_cluster_type overrides ms_type for the cluster messenger only.
+    start_objd split -c "$confdir/objd-posix.conf" -i 0 --ms_cluster_type async+rdma \
+      --ms_async_rdma_device_name soft0
+    expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix\), cluster v2:[^ ]+ \(async\+rdma\)"
+    stop_objd TERM
+    ;;
+  *) fail "unknown case" ;;
+esac
+echo "PASS ($case_name)"
