@@ -297,6 +297,9 @@ class BenchClient {
   bool connect(std::string& error, bool& unavailable);
   Result run();
   void stop();
+  std::map<std::string, std::uint64_t> counters() const {
+    return stack_ ? stack_counters(*stack_) : std::map<std::string, std::uint64_t>{};
+  }
 
   // --- dispatcher callbacks (per connection) ---
   void on_message(ClientConn& c, MessageRef m);
@@ -941,6 +944,7 @@ RunOutcome run_client(const RunSetup& s) {
   BenchClient client(s, *target, [] { return process_cpu(); });
   if (!client.connect(out.error, out.unavailable)) return out;
   Result r = client.run();
+  r.stack_counters = client.counters();
   r.mode = out.result.mode;
   r.pattern = out.result.pattern;
   r.ms_type = out.result.ms_type;
@@ -983,6 +987,7 @@ RunOutcome run_server(const RunSetup& s) {
   r.server_cpu = to_side(process_cpu() - cpu0);
   r.config["clients_accepted"] = std::to_string(server.logic->accepts());
   r.config["client_runs"] = std::to_string(server.logic->runs_done());
+  r.stack_counters = stack_counters(*server.stack);
   server.stop();
   out.ran = true;
   return out;

@@ -220,6 +220,15 @@ void write_json(std::ostream& os, const Result& r) {
   } else {
     os << ",\"verify\":null";
   }
+  if (!r.stack_counters.empty()) {
+    os << ",\"stack_counters\":{";
+    bool first_counter = true;
+    for (const auto& [name, value] : r.stack_counters) {
+      os << (first_counter ? "" : ",") << json_quote(name) << ':' << value;
+      first_counter = false;
+    }
+    os << '}';
+  }
   os << "}}\n";
 }
 

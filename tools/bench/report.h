@@ -61,6 +61,10 @@ struct Result {
   std::vector<double> msgs_per_second;  // one entry per second of the window
   bool verify = false;
   VerifyCounts verified;
+  // This process's stack counters at the end of the run (async+rdma: the
+  // RdmaCounters of docs/rdma-transport.md, e.g. zero_copy_transfers,
+  // rnr_events; empty for stacks without counters). Whole run, not the window.
+  std::map<std::string, std::uint64_t> stack_counters;
   // objd mode: each phase (the totals above cover them all).
   std::vector<PhaseResult> phases;
 

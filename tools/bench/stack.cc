@@ -5,6 +5,7 @@
 #include "compat/factory.h"
 #include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
+#include "rdma/transport/rdma_stack.h"
 
 namespace siphon::bench {
 MessengerOptions messenger_options(const compat::Config& cfg) { return compat::messenger_options(cfg); }
@@ -24,6 +25,11 @@ std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const
     why_not = e.what();
     return nullptr;
   }
+}
+
+std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack) {
+  if (const auto* r = dynamic_cast<const rdma::RdmaStack*>(&stack)) return r->counters().snapshot();
+  return {};
 }
 
 }  // namespace siphon::bench

@@ -6,6 +6,8 @@
 // of create_stack() becomes one call into it.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -21,5 +23,9 @@ MessengerOptions messenger_options(const compat::Config& cfg);
 // why this build cannot create it (never throws for an unknown stack).
 std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const compat::Config& cfg,
                                                const MessengerOptions& opts, std::string& why_not);
+
+// The stack's own counters (async+rdma: RdmaCounters by name); empty for a
+// stack that keeps none.
+std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack);
 
 }  // namespace siphon::bench

@@ -1,14 +1,11 @@
 // Two Siphon messengers over TCP loopback: handshake, events, typed
 // messages, keepalive, mark_down, lossy resets, peer restart, throttles,
 // timeouts, the connection race, clean shutdown.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <atomic>
+#include <mutex>
 #include <thread>
 
+#include "msgr/transport/transport.h"
 #include "msgr_test_util.h"
 
 namespace siphon::test {
@@ -320,28 +317,31 @@ TEST_F(Pair, SilentServerHitsTheClientsReadyTimeout) {
   client->set_policy(entity_type::osd, Policy::lossy_client());
   client->add_dispatcher_tail(&cd);
   client->start();
-#ifdef SIPHON_TEST_RDMA
-  if (std::getenv("SIPHON_RXE_DEV") != nullptr)
-    GTEST_SKIP() << "the mute peer here is a TCP listener; under rdma-cm (verbs) there is no RDMA listener at "
-                    "that address, so the connect is rejected at once instead of going silent";
-#endif
-  // A listener that accepts and never says a word (not even a banner).
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa)), 0);
-  ASSERT_EQ(::listen(fd, 4), 0);
-  socklen_t len = sizeof(sa);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-  EntityAddrVec mute(EntityAddr(AddrType::msgr2, NetAddress::from_sockaddr(reinterpret_cast<sockaddr*>(&sa), len)));
+  // A peer that accepts and never says a word (not even a banner): a bare
+  // stack of the kind under test (TCP, soft fabric, or verbs on rxe) whose
+  // accepted connections are held but never started.
+  std::shared_ptr<transport::Stack> mute_stack = make_test_stack(opts);
+  mute_stack->start();
+  std::mutex held_mu;
+  std::vector<transport::ConnectionRef> held;
+  NetAddress bound;
+  ASSERT_FALSE(mute_stack->listen(
+      loopback_any_port().addrs.front().addr,
+      [&](transport::ConnectionRef c) {
+        std::lock_guard l(held_mu);
+        held.push_back(std::move(c));
+      },
+      bound));
+  EntityAddrVec mute(EntityAddr(AddrType::msgr2, bound));
   LogCapture logs;
   const auto t0 = std::chrono::steady_clock::now();
   client->connect_to(entity_type::osd, mute);
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }, 10s));
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms);
   EXPECT_TRUE(logs.contains("ms_connection_ready_timeout"));
-  ::close(fd);
+  mute_stack->stop();  // closes the held connections
+  std::lock_guard l(held_mu);
+  EXPECT_FALSE(held.empty());
 }
 
 TEST_F(Pair, IdleConnectionTimesOut) {
