@@ -345,7 +345,9 @@ TEST_F(Hostile, HugeSegmentClaimOverTheLimitIsRefused) {
   std::memcpy(f.data() + 2, &len, 4);
   const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
   std::memcpy(f.data() + 28, &crc, 4);
-  ASSERT_TRUE(r->send(f.substr(0, 32)));
+  // Not checked: on RDMA the server can reject the preamble and disconnect
+  // before our SEND's completion is seen; the log line proves it arrived.
+  (void)r->send(f.substr(0, 32));
   round_trips(kRoundTrips);
   EXPECT_TRUE(r->link().closed_by_peer());
   EXPECT_TRUE(eventually([&] { return logs.contains("over the limit"); }, 10s));
