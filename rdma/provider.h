@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -310,6 +311,15 @@ struct ConnParam {
   std::uint8_t rnr_retry_count = 7;
 };
 
+// Quality of service of one id's connection (CmId::set_qos), set before
+// resolve_route on the active side and before accept on the passive side.
+// Unset fields keep the provider's default.
+struct CmQos {
+  std::optional<std::uint8_t> traffic_class;  // the IP TOS byte: DSCP << 2 | ECN (RoCEv2)
+  std::optional<std::uint8_t> service_level;  // IB SL; on RoCE the priority follows the traffic class
+  std::optional<std::uint8_t> ack_timeout;    // local ACK timeout, 4.096 us x 2^n
+};
+
 class CmId;
 
 struct CmEvent {
@@ -347,6 +357,9 @@ class CmId {
   virtual std::error_code accept(const ConnParam& param) = 0;
   virtual std::error_code reject(std::span<const std::uint8_t> private_data) = 0;
   virtual std::error_code disconnect() = 0;
+  // Applies `qos` to this id's connection (see CmQos). A field the provider
+  // cannot apply is reported in `*not_applied` (its name), not as an error.
+  virtual std::error_code set_qos(const CmQos& qos, std::string* not_applied) = 0;
   virtual NetAddress local_address() const = 0;
   virtual NetAddress peer_address() const = 0;
 

@@ -512,6 +512,11 @@ void ConnectionImpl::schedule_reconnect(session::ReconnectBackoff::Cause cause) 
 void ConnectionImpl::close_internal(bool notify_reset, std::string_view why) {
   ConnectionImplRef self(this);
   std::string w(why);
+  // Closed from this moment, whatever thread we are on (the teardown itself
+  // runs on the owner): send_message fails, and a connect_to right after a
+  // mark_down makes a new session instead of returning this one, whose
+  // queue is about to be dropped.
+  closed_flag_.store(true, std::memory_order_release);
   on_owner([self, notify_reset, w] {
     if (self->state_ != State::closed) SIPHON_LOG(session, 5, "closing connection: {}", w);
     self->enter_closed(notify_reset);

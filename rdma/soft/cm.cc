@@ -331,6 +331,17 @@ class CmIdImpl final : public CmId {
     return ec;
   }
 
+  std::error_code set_qos(const CmQos& qos, std::string* not_applied) override {
+    if (not_applied != nullptr) not_applied->clear();
+    call([&] {
+      CmCore& c = *core_;
+      if (qos.traffic_class) c.qos.traffic_class = qos.traffic_class;
+      if (qos.service_level) c.qos.service_level = qos.service_level;
+      if (qos.ack_timeout) c.qos.ack_timeout = std::min<std::uint8_t>(*qos.ack_timeout, 31);
+    });
+    return {};
+  }
+
   std::error_code reject(std::span<const std::uint8_t> private_data) override {
     if (private_data.size() > wire::kRejPrivateData) return errc::invalid_argument;
     std::error_code ec;
@@ -411,6 +422,8 @@ std::error_code connect_qp(CmCore& c, const wire::CmConnect& peer) {
   std::memcpy(a.av.dgid.data(), peer.gid, 16);
   a.av.sgid_index = sgid_index_of(c.local);
   a.av.port_num = 1;
+  a.av.traffic_class = c.qos.traffic_class.value_or(0);
+  a.av.sl = c.qos.service_level.value_or(0);
   a.path_mtu = c.fabric->options.active_mtu;
   a.dest_qp_num = peer.qpn.value();
   a.rq_psn = peer.start_psn.value();
@@ -424,7 +437,7 @@ std::error_code connect_qp(CmCore& c, const wire::CmConnect& peer) {
   if (ec) return ec;
   a.state = QpState::rts;
   a.sq_psn = c.start_psn;
-  a.timeout = 14;
+  a.timeout = c.qos.ack_timeout.value_or(14);
   // As the IB CM does: our retry count is the active side's, our RNR retry
   // count is the one the peer asked for (it is the peer that would RNR us).
   a.retry_cnt = static_cast<std::uint8_t>(std::min<int>(

@@ -45,6 +45,7 @@ struct Counters {
   std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
       link_drops{0}, delays{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0};
+  std::atomic<std::uint64_t> mrs_live{0}, qps_live{0};  // gauges
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.fetch_add(n, std::memory_order_relaxed);
   }
@@ -646,6 +647,7 @@ class CmCore final : public TimerClient {
   DeviceCore* dev = nullptr;
   std::shared_ptr<QpCore> qp;
   ConnParam my_param;
+  CmQos qos;  // set_qos: applied to the QP's path when it is connected
   wire::CmConnect peer_conn{};
   std::uint32_t start_psn = 0;
   Link* link = nullptr;

@@ -30,6 +30,8 @@ SoftCounters Counters::snapshot() const noexcept {
   s.messages_sent = g(messages_sent);
   s.bytes_sent = g(bytes_sent);
   s.links_opened = g(links_opened);
+  s.mrs_live = g(mrs_live);
+  s.qps_live = g(qps_live);
   return s;
 }
 

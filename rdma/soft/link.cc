@@ -262,6 +262,9 @@ void Link::deliver(const std::uint8_t* p, std::size_t n) noexcept {
     return;
   }
   if (sink_.failed || n == 0) return;
+  // A QP that entered ERR mid-message has flushed the receive (or READ) this
+  // payload was going to: its buffers are the application's again.
+  if (qp != nullptr && qp->state() == QpState::err) sink_.kind = RxSink::Kind::discard;
   switch (sink_.kind) {
     case RxSink::Kind::discard:
       return;

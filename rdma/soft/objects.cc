@@ -142,8 +142,13 @@ class MrImpl final : public MemoryRegion {
  public:
   MrImpl(std::shared_ptr<Fabric> f, DeviceCore& d, void* addr, std::size_t len, std::uint32_t access,
          std::uint32_t key)
-      : fabric_(std::move(f)), dev_(d), addr_(addr), len_(len), access_(access), key_(key) {}
-  ~MrImpl() override { dev_.mrs.remove(key_); }
+      : fabric_(std::move(f)), dev_(d), addr_(addr), len_(len), access_(access), key_(key) {
+    fabric_->counters.mrs_live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~MrImpl() override {
+    dev_.mrs.remove(key_);
+    fabric_->counters.mrs_live.fetch_sub(1, std::memory_order_relaxed);
+  }
   void* addr() const noexcept override { return addr_; }
   std::size_t length() const noexcept override { return len_; }
   std::uint32_t lkey() const noexcept override { return key_; }
@@ -203,12 +208,15 @@ std::uint32_t CqImpl::capacity() const noexcept { return core_->capacity(); }
 // ------------------------------------------------------------- QP
 
 QpImpl::QpImpl(std::shared_ptr<Fabric> f, std::shared_ptr<QpCore> core)
-    : fabric_(std::move(f)), core_(std::move(core)) {}
+    : fabric_(std::move(f)), core_(std::move(core)) {
+  fabric_->counters.qps_live.fetch_add(1, std::memory_order_relaxed);
+}
 
 QpImpl::~QpImpl() {
   QpCore* c = core_.get();
   fabric_->engine->call([c] { c->destroy(); });
   c->dev.qp_count.fetch_sub(1);
+  fabric_->counters.qps_live.fetch_sub(1, std::memory_order_relaxed);
 }
 std::uint32_t QpImpl::qp_num() const noexcept { return core_->qpn; }
 QpState QpImpl::state() const noexcept { return core_->state(); }
@@ -406,6 +414,17 @@ class ProviderImpl final : public Provider {
     return make_event_channel(fabric_, ec);
   }
   SoftCounters counters() const noexcept { return fabric_->counters.snapshot(); }
+  std::vector<SoftQpPath> qp_paths() const {
+    std::vector<SoftQpPath> out;
+    fabric_->engine->call([&] {
+      for (auto& d : fabric_->devices)
+        for (auto& b : d->blocks)
+          for (QpCore* q : b->qps)
+            if (q != nullptr && !q->destroyed)
+              out.push_back({q->qpn, q->attr.av.traffic_class, q->attr.av.sl, q->attr.timeout});
+    });
+    return out;
+  }
 
  private:
   std::shared_ptr<Fabric> fabric_;
@@ -446,6 +465,11 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& o) {
     throw SetupError(errc::config_error, std::string("invalid soft fabric options: ") + bad,
                      "fix the SoftOptions passed to soft::make_provider");
   return std::make_unique<ProviderImpl>(o);
+}
+
+std::vector<SoftQpPath> qp_paths(const Provider& provider) {
+  const auto* p = dynamic_cast<const ProviderImpl*>(&provider);
+  return p != nullptr ? p->qp_paths() : std::vector<SoftQpPath>{};
 }
 
 std::optional<SoftCounters> counters(const Provider& provider) {

@@ -610,6 +610,12 @@ void QpCore::on_request_done(Link&, const wire::Header& h, bool failed) {
     case Cur::process:
       break;
   }
+  // The QP may have entered ERR while this request's payload arrived (a
+  // local fault, or the application moving it there): the receive it had
+  // claimed was then completed as flushed, and nothing may complete or
+  // execute now -- a success completion here would be a second completion
+  // of the same receive (seen as a use of a freed wr_id by the RDMA stack).
+  if (const QpState now = state(); now != QpState::rtr && now != QpState::rts && now != QpState::sqd) return;
   const bool imm = (h.flags & wire::kHasImm) != 0;
   const bool solicited = (h.flags & wire::kSolicited) != 0;
   if (type == wire::Type::read) {

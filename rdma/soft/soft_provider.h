@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "rdma/provider.h"
 
@@ -75,6 +76,18 @@ struct SoftCounters {
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t links_opened = 0;
+  // Objects alive now (all devices): what a leak check compares.
+  std::uint64_t mrs_live = 0;
+  std::uint64_t qps_live = 0;
+};
+
+// The path of one live QP, as the fabric uses it: what CmId::set_qos and
+// modify() put there (tests read it back).
+struct SoftQpPath {
+  std::uint32_t qp_num = 0;
+  std::uint8_t traffic_class = 0;
+  std::uint8_t service_level = 0;
+  std::uint8_t ack_timeout = 0;
 };
 
 // Creates a soft provider. Throws SetupError if `options` are invalid.
@@ -82,5 +95,9 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& options = {});
 
 // The counters of a provider made by make_provider (nullopt for others).
 std::optional<SoftCounters> counters(const Provider& provider);
+
+// The paths of every live QP of a provider made by make_provider (empty for
+// others).
+std::vector<SoftQpPath> qp_paths(const Provider& provider);
 
 }  // namespace siphon::rdma::soft

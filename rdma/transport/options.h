@@ -73,9 +73,13 @@ struct RdmaOptions {
   // ms_async_rdma_send_queue_depth (default 256): send queue depth per QP
   // (SENDs and RDMA READs), capped by the device.
   std::uint32_t send_queue_depth = 256;
-  // ms_async_rdma_cq_depth (default 8192): completion queue size per worker,
-  // capped by the device; bounds the connections a worker takes.
-  std::uint32_t cq_depth = 8192;
+  // ms_async_rdma_cq_depth (default 0 = sized for max_connections): entries
+  // of each worker's completion queue. Each connection reserves its send
+  // queue depth plus its receives (none with an SRQ, which reserves its own
+  // depth once per worker), so 0 sizes the CQ for ceil(max_connections /
+  // workers) connections; either way it is capped by the device's max_cqe
+  // (read back) and a connection that does not fit fails with a reason.
+  std::uint32_t cq_depth = 0;
   // ms_async_rdma_rnr_retry (default 1): RNR retries; with credits an RNR
   // never happens in normal operation, so a credit bug shows as an error.
   std::uint8_t rnr_retry = 1;

@@ -84,13 +84,21 @@ std::error_code RdmaConnection::create_qp() {
   QpInit init;
   init.send_cq = &worker_.cq();
   init.recv_cq = &worker_.cq();
-  init.caps.max_send_wr = std::min(shared_.opts.send_queue_depth, a.max_qp_wr ? a.max_qp_wr : UINT32_MAX);
+  (void)a;
+  init.caps.max_send_wr = shared_.sq_depth();
   init.caps.max_recv_wr = shared_.recvs_per_qp();
   init.caps.max_send_sge = 1;
   init.caps.max_recv_sge = 1;
   init.caps.max_inline_data = 128;
-  cq_entries_ = init.caps.max_send_wr + init.caps.max_recv_wr;
-  if (!worker_.reserve_cq(cq_entries_)) return errc::resource_exhausted;
+  cq_entries_ = shared_.cq_entries_per_qp();
+  if (!worker_.reserve_cq(cq_entries_)) {
+    setup_why_ = fmt::format(
+        "worker {}'s completion queue is full ({} of {} entries reserved; a connection needs {}): "
+        "raise ms_async_rdma_cq_depth or ms_async_rdma_max_connections (which size it; device max_cqe {}), "
+        "add workers (ms_async_op_threads) or lower ms_async_rdma_send_queue_depth",
+        worker_.index(), worker_.cq_reserved(), worker_.cq_capacity(), cq_entries_, a.max_cqe);
+    return errc::resource_exhausted;
+  }
   cq_reserved_ = true;
   std::error_code ec;
   qp_ = id_->create_qp(*shared_.pd, init, ec);
@@ -122,10 +130,27 @@ ConnParam conn_param(const RdmaShared& s, const ConnectInfo& info) {
   return p;
 }
 
+// ms_async_rdma_dscp (the whole TOS byte, as in Ceph), ms_async_rdma_sl and
+// ms_async_rdma_timeout, on the id before its route is resolved (client) or
+// before it accepts (server).
+std::error_code RdmaConnection::apply_qos() {
+  CmQos q;
+  q.traffic_class = shared_.opts.dscp;
+  q.service_level = shared_.opts.sl;
+  q.ack_timeout = shared_.opts.ack_timeout;
+  std::string not_applied;
+  const auto ec = id_->set_qos(q, &not_applied);
+  if (!ec && !not_applied.empty() && !shared_.qos_noted.exchange(true))
+    SIPHON_LOG(rdma, 5, "{}: {} not applied by the {} provider (on RoCE the priority follows the traffic class)",
+               shared_.device->attr().name, not_applied, shared_.provider.name());
+  return ec;
+}
+
 void RdmaConnection::begin_connect() {
   SIPHON_LOG(rdma, 10, "connecting to {}", peer_.to_string());
   worker_.adopt(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
   if (shared_.stopping) return fail_setup(errc::shutting_down, "the stack is stopping");
+  if (const auto ec = apply_qos()) return fail_setup(ec, "cannot set the connection's traffic class");
   if (const auto ec = id_->resolve_addr(nullptr, peer_, static_cast<int>(shared_.opts.cm_timeout.count())))
     fail_setup(ec, "cannot resolve the address");
 }
@@ -141,7 +166,8 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
         fail_setup(ec, "cannot resolve the route");
       return;
     case CmEventType::route_resolved: {
-      if (const auto ec = create_qp()) return fail_setup(ec, "cannot create the queue pair");
+      if (const auto ec = create_qp())
+        return fail_setup(ec, setup_why_.empty() ? std::string("cannot create the queue pair") : setup_why_);
       state_ = State::connecting;
       if (const auto ec = id_->connect(conn_param(shared_, my_info())))
         fail_setup(ec, "rdma connect failed");
@@ -172,6 +198,13 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
       return fail_setup(ev.status ? ev.status : make_error_code(errc::connection_refused),
                         fmt::format("connection manager: {}", to_string(ev.type)));
     case CmEventType::disconnected:
+      // The peer closed (or its process went away): for this end an
+      // ordinary close, logged as one; the session layer still hears of it
+      // (on_fault) and decides whether to reconnect.
+      if (state_ == State::established)
+        return fault(errc::connection_reset, "peer closed the connection (DISCONNECTED)", /*clean=*/true);
+      if (state_ == State::closing) return;
+      return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
     case CmEventType::device_removal:
       if (state_ == State::established) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
       if (state_ == State::closing) return;
@@ -190,8 +223,10 @@ void RdmaConnection::accept_request(const ConnectInfo& peer_info, transport::Acc
     const auto r = RejectInfo{RejectReason::no_resources, 0}.encode();
     (void)id_->reject(r);
     shared_.counters.connections_rejected.fetch_add(1, std::memory_order_relaxed);
-    return fail_setup(ec, "cannot create the queue pair for an incoming connection");
+    return fail_setup(ec, setup_why_.empty() ? std::string("cannot create the queue pair for an incoming connection")
+                                             : "incoming connection: " + setup_why_);
   }
+  if (const auto ec = apply_qos()) return fail_setup(ec, "cannot set the connection's traffic class");
   if (const auto ec = id_->accept(conn_param(shared_, my_info()))) fail_setup(ec, "rdma accept failed");
 }
 
@@ -223,11 +258,14 @@ void RdmaConnection::fail_setup(std::error_code ec, std::string reason) {
   begin_drain();
 }
 
-void RdmaConnection::fault(std::error_code ec, std::string reason) {
+void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
   if (faulted_ || state_ == State::closing || state_ == State::closed) return;
   faulted_ = true;
-  SIPHON_LOG(rdma, 1, "RDMA connection {} {} faulted: {} ({})", client_ ? "to" : "from", peer_.to_string(), reason,
-             ec.message());
+  if (clean)
+    SIPHON_LOG(rdma, 5, "RDMA connection {} {} closed by the peer", client_ ? "to" : "from", peer_.to_string());
+  else
+    SIPHON_LOG(rdma, 1, "RDMA connection {} {} faulted: {} ({})", client_ ? "to" : "from", peer_.to_string(),
+               reason, ec.message());
   transport::ConnectionHandler* h = std::exchange(handler_, nullptr);
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   begin_drain();

@@ -74,12 +74,40 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   std::atomic<bool> stopping{false};
   std::atomic<bool> started{false};
   std::atomic<std::size_t> round_robin{0};
+  std::atomic<bool> qos_noted{false};  // a QoS field the provider could not apply was logged
+  // Receives of each worker's SRQ (ms_async_rdma_receive_queue_len capped by
+  // the device), 0 without SRQ. Set before the workers are created.
+  std::uint32_t srq_depth = 0;
 
   RdmaShared(Provider& p, RdmaOptions o) : opts(std::move(o)), provider(p) {}
   RdmaWorker& least_loaded() noexcept;
   // Derived per-connection receive geometry.
   std::uint32_t window() const noexcept { return opts.credits; }
   std::uint32_t recvs_per_qp() const noexcept { return opts.credits + kUpdateSlots; }
+  // Send queue depth asked of each QP (the device may round it up).
+  std::uint32_t sq_depth() const noexcept {
+    const std::uint32_t cap = device->attr().max_qp_wr;
+    return cap != 0 ? std::min(opts.send_queue_depth, cap) : opts.send_queue_depth;
+  }
+  // Receives per worker SRQ (0 without SRQ).
+  std::uint32_t srq_entries() const noexcept { return srq_depth; }
+  // CQ entries one connection reserves on its worker: its send queue, and
+  // its receive queue unless receives come from the worker's SRQ.
+  std::uint32_t cq_entries_per_qp() const noexcept {
+    return sq_depth() + (opts.support_srq ? 0 : recvs_per_qp());
+  }
+  // What each worker's CQ should hold: opts.cq_depth, or (0) enough for
+  // ceil(max_connections / workers) connections plus the SRQ.
+  std::uint64_t cq_depth_wanted() const noexcept {
+    if (opts.cq_depth != 0) return opts.cq_depth;
+    const std::uint64_t nw = std::max<std::uint64_t>(opts.common.async_op_threads, 1);
+    const std::uint64_t conns = std::max<std::uint64_t>((opts.max_connections + nw - 1) / nw, 1);
+    return conns * cq_entries_per_qp() + srq_entries();
+  }
+  // Connections a CQ of `depth` entries takes.
+  std::uint64_t connections_per_cq(std::uint64_t depth) const noexcept {
+    return depth > srq_entries() ? (depth - srq_entries()) / cq_entries_per_qp() : 0;
+  }
   // The largest zero-copy transfer we pull (advertised as max_read): half
   // the receive pool, so a transfer's all-or-nothing buffer reservation can
   // always succeed once other transfers are delivered and released.
@@ -116,9 +144,14 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   void add_qp(const std::shared_ptr<RdmaConnection>& c);
   void remove(RdmaConnection* c);
   std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  // load() plus connections picked for this worker and not adopted yet.
+  std::size_t weight() const noexcept { return load() + picked_.load(std::memory_order_relaxed); }
+  void note_picked() noexcept { picked_.fetch_add(1, std::memory_order_relaxed); }
   // Reserves CQ entries for a QP; false when the CQ cannot take it.
   bool reserve_cq(std::uint32_t entries) noexcept;
   void release_cq(std::uint32_t entries) noexcept;
+  std::uint32_t cq_capacity() const noexcept { return cq_capacity_; }
+  std::uint32_t cq_reserved() const noexcept { return cq_reserved_.load(std::memory_order_relaxed); }
   // Closes every connection (stack shutdown); on the worker.
   void close_all();
   // Starts serving the CM event channel (worker 0 only).
@@ -146,6 +179,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
   std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};
+  std::atomic<std::size_t> picked_{0};  // picks not yet adopted (saturating)
   std::atomic<std::uint32_t> cq_reserved_{0};
   std::uint32_t cq_capacity_ = 0;
   bool polling_ = false;
@@ -227,10 +261,12 @@ class RdmaConnection final : public transport::Connection {
 
   // setup and teardown
   std::error_code create_qp();
+  std::error_code apply_qos();
   ConnectInfo my_info() const noexcept;
   void established(const ConnectInfo& peer);
   void fail_setup(std::error_code ec, std::string reason);
-  void fault(std::error_code ec, std::string reason);
+  // `clean`: the peer closed the connection (logged as a close, not a fault).
+  void fault(std::error_code ec, std::string reason, bool clean = false);
   void begin_drain();
   void post_drain_marker();
   void finish_if_drained();
@@ -272,6 +308,7 @@ class RdmaConnection final : public transport::Connection {
   transport::ConnectionHandler* handler_ = nullptr;
   bool cq_reserved_ = false;
   std::uint32_t cq_entries_ = 0;
+  std::string setup_why_;  // why create_qp failed, when it can say more than the error code
   std::uint32_t sq_depth_ = 0;
   std::uint32_t max_inline_ = 0;
 

@@ -125,10 +125,15 @@ RdmaStack::~RdmaStack() { stop(); }
 std::size_t RdmaStack::worker_count() const noexcept { return shared_->workers.size(); }
 transport::Worker& RdmaStack::worker(std::size_t i) noexcept { return *shared_->workers[i]; }
 
+// A pick counts against its worker at once (picked_), until the connection
+// is adopted there: connections requested in a burst spread over the
+// workers instead of all landing on the one that looked idle (each
+// worker's CQ is sized for its share of max_connections).
 RdmaWorker& RdmaShared::least_loaded() noexcept {
   std::size_t best = round_robin.fetch_add(1) % workers.size();
   for (std::size_t i = 0; i < workers.size(); ++i)
-    if (workers[i]->load() < workers[best]->load()) best = i;
+    if (workers[i]->weight() < workers[best]->weight()) best = i;
+  workers[best]->note_picked();
   return *workers[best];
 }
 

@@ -19,14 +19,27 @@ namespace siphon::rdma {
 
 RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared), index_(index) {
   const DeviceAttr& a = shared_.device->attr();
-  std::uint32_t depth = shared_.opts.cq_depth;
-  if (a.max_cqe != 0) depth = std::min(depth, a.max_cqe);
+  // Sized for this worker's share of max_connections unless cq_depth is
+  // set; never above what the device allows (read back, not assumed).
+  const std::uint64_t want = shared_.cq_depth_wanted();
+  std::uint32_t depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(want, UINT32_MAX));
+  if (a.max_cqe != 0 && depth > a.max_cqe) {
+    depth = a.max_cqe;
+    SIPHON_LOG(rdma, 1,
+               "worker {}: {} completion queue entries wanted ({}), the device allows {} (max_cqe): "
+               "this worker takes at most {} connections; add workers (ms_async_op_threads) or lower "
+               "ms_async_rdma_send_queue_depth for more",
+               index_, want, shared_.opts.cq_depth != 0 ? "ms_async_rdma_cq_depth" : "for ms_async_rdma_max_connections",
+               a.max_cqe, shared_.connections_per_cq(depth));
+  }
   std::error_code ec;
   cq_ = shared_.device->create_cq(depth, ec);
   if (!cq_)
     throw SetupError(ec, fmt::format("{}: cannot create a {}-entry completion queue", a.name, depth),
-                     "lower ms_async_rdma_cq_depth");
+                     "lower ms_async_rdma_cq_depth (or ms_async_rdma_max_connections, which sizes it)");
   cq_capacity_ = cq_->capacity();
+  // The SRQ's receives complete on this CQ too: reserved once, up front.
+  cq_reserved_.store(shared_.srq_entries());
   cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(cq_->channel_fd()));
   send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool);
   recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool);
@@ -83,7 +96,13 @@ void RdmaWorker::stop_and_join() {
 }
 
 void RdmaWorker::adopt(const std::shared_ptr<RdmaConnection>& c) {
-  if (owned_.emplace(c.get(), c).second) load_.fetch_add(1, std::memory_order_relaxed);
+  if (!owned_.emplace(c.get(), c).second) return;
+  load_.fetch_add(1, std::memory_order_relaxed);
+  // One pick turned into a connection (a pick that never does is forgotten
+  // here too, when the next connection arrives).
+  std::size_t p = picked_.load(std::memory_order_relaxed);
+  while (p != 0 && !picked_.compare_exchange_weak(p, p - 1, std::memory_order_relaxed)) {
+  }
 }
 
 void RdmaWorker::add_qp(const std::shared_ptr<RdmaConnection>& c) {

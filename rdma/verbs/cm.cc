@@ -175,6 +175,33 @@ class VerbsCmId final : public CmId {
     return ::rdma_disconnect(id()) == 0 ? std::error_code{} : cm_errno();
   }
 
+  // rdma_set_option: the TOS byte (RoCEv2 traffic class; the kernel also
+  // derives the egress priority, hence the SL, from it) and the ACK
+  // timeout. librdmacm has no per-id service-level option (on IB the SL
+  // comes from the SA path record), so a service level is reported back.
+  std::error_code set_qos(const CmQos& qos, std::string* not_applied) override {
+    if (not_applied != nullptr) not_applied->clear();
+    if (qos.traffic_class) {
+      std::uint8_t tos = *qos.traffic_class;
+      if (::rdma_set_option(id(), RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, sizeof tos) != 0) {
+        const auto ec = cm_errno();
+        SIPHON_LOG(rdma, 1, "verbs: rdma_set_option(TOS {}) failed: {}", tos, ec.message());
+        return ec;
+      }
+    }
+    std::string missing;
+    if (qos.ack_timeout) {
+      // Older kernels lack the option: the connection keeps rdma-cm's
+      // default timeout, which is reported rather than failing it.
+      std::uint8_t t = *qos.ack_timeout;
+      if (::rdma_set_option(id(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) != 0)
+        missing = "ack_timeout";
+    }
+    if (qos.service_level) missing += missing.empty() ? "service_level" : ", service_level";
+    if (not_applied != nullptr) *not_applied = std::move(missing);
+    return {};
+  }
+
   NetAddress local_address() const override {
     const sockaddr* sa = ::rdma_get_local_addr(ref_->id);
     return NetAddress::from_sockaddr(sa, sockaddr_len_of(sa));

@@ -36,16 +36,19 @@ using namespace test;
 
 RdmaOptions many_options() {
   RdmaOptions o = small_options();
-  // A worker's CQ reserves send_queue_depth + credits + 2 entries per QP:
-  // 64 connections on 2 workers need 32 x 74 <= cq_depth (8192).
-  o.send_queue_depth = 64;
+  // Default queue depths (send queue 256): each worker's CQ is sized for its
+  // share of max_connections (cq_depth 0), so 256 connections fit on the
+  // two workers (before, a fixed 8192-entry CQ took 29 per worker).
+  EXPECT_EQ(o.cq_depth, 0u);
+  EXPECT_EQ(o.send_queue_depth, 256u);
+  o.max_connections = 256;
   return o;
 }
 
-TEST(RdmaStackScale, SixtyFourConnectionsPinOnlyWhatTheirCreditsNeed) {
+TEST(RdmaStackScale, TwoHundredFiftySixConnectionsOnTwoWorkersPinOnlyWhatTheirCreditsNeed) {
   const RdmaOptions o = many_options();
   Pair p(o);
-  constexpr std::size_t kConns = 64;
+  constexpr std::size_t kConns = 256;
   std::vector<std::unique_ptr<Duplex>> ds;
   for (std::size_t i = 0; i < kConns; ++i) {
     ds.push_back(std::make_unique<Duplex>());
@@ -63,12 +66,49 @@ TEST(RdmaStackScale, SixtyFourConnectionsPinOnlyWhatTheirCreditsNeed) {
     EXPECT_LE(s->registered_bytes(), per_conn * kConns + send_pool) << "pinned memory beyond what credits need";
     EXPECT_GE(s->registered_bytes(), per_conn * kConns) << "every connection's receives are registered";
   }
+  std::cout << "[          ] " << kConns << " connections: client pins " << (p.client->registered_bytes() >> 10)
+            << " KiB, server " << (p.server->registered_bytes() >> 10) << " KiB (formula: " << kConns << " x "
+            << (per_conn >> 10) << " KiB + send pool <= " << (send_pool >> 10) << " KiB)\n";
   for (auto& d : ds) d->close();
   ds.clear();
   EXPECT_TRUE(no_leaks(*p.client));
   EXPECT_TRUE(no_leaks(*p.server));
   EXPECT_EQ(p.client->counters().snapshot().at("qps_active"), 0u);
   EXPECT_EQ(p.server->counters().snapshot().at("qps_active"), 0u);
+}
+
+// A connection that does not fit its worker's CQ fails with a reason that
+// names the limit and the remedy; nothing crashes and the stack keeps
+// serving the connections it has.
+TEST(RdmaStackScale, AFullCompletionQueueFailsTheConnectionWithAReason) {
+  RdmaOptions o = small_options();
+  o.common.async_op_threads = 1;
+  o.send_queue_depth = 118;  // + 8 credits + 2 update slots = 128 CQ entries a connection
+  o.cq_depth = 256;          // two connections (a power of two: the soft CQ rounds up)
+  Pair p(o);
+  std::vector<std::unique_ptr<Duplex>> ds;
+  for (int i = 0; i < 2; ++i) {
+    ds.push_back(std::make_unique<Duplex>());
+    ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, *ds.back())) << "connection " << i;
+  }
+  LogCapture logs;
+  std::promise<std::error_code> third;
+  p.client->connect(p.bound, p.client->pick_worker(),
+                    [&](std::error_code ec, transport::ConnectionRef) { third.set_value(ec); });
+  auto f = third.get_future();
+  ASSERT_EQ(f.wait_for(20s), std::future_status::ready);
+  EXPECT_EQ(f.get(), make_error_code(errc::resource_exhausted));
+  EXPECT_TRUE(logs.contains("completion queue is full (256 of 256 entries reserved; a connection needs 128)"));
+  EXPECT_TRUE(logs.contains("raise ms_async_rdma_cq_depth"));
+  ASSERT_TRUE(exchange(*ds[0], 5, 1));
+  ASSERT_TRUE(exchange(*ds[1], 5, 2));
+  for (auto& d : ds) d->close();
+  ds.clear();
+  EXPECT_TRUE(no_leaks(*p.client));
+  // The entries come back: a new connection fits again.
+  Duplex d;
+  ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, d));
+  ASSERT_TRUE(exchange(d, 5, 3));
 }
 
 TEST(RdmaStackScale, ChurnLeaksNothing) {

@@ -146,13 +146,43 @@ TEST(RdmaStack, AStalledReceiverGivesBackpressureNotRnr) {
   EXPECT_EQ(soft::counters(*p.provider)->rnr_naks_sent, 0u) << "the receiver was never sent more than it posted";
 }
 
+// ms_async_rdma_dscp (the TOS byte), ms_async_rdma_sl and the ACK timeout
+// reach both ends' QP paths (read back from the soft fabric); the verbs
+// provider sets the TOS and ACK timeout with rdma_set_option.
+TEST(RdmaStack, QosOptionsReachTheQueuePairsPaths) {
+  RdmaOptions o = small_options();
+  o.dscp = 106;  // DSCP 26, ECT(0)
+  o.sl = 5;
+  o.ack_timeout = 15;
+  Pair p(o);
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  const auto paths = soft::qp_paths(*p.provider);
+  ASSERT_EQ(paths.size(), 2u) << "the client's and the server's QP";
+  for (const auto& q : paths) {
+    EXPECT_EQ(q.traffic_class, 106) << "qp " << q.qp_num;
+    EXPECT_EQ(q.service_level, 5) << "qp " << q.qp_num;
+    EXPECT_EQ(q.ack_timeout, 15) << "qp " << q.qp_num;
+  }
+  // And traffic flows on them.
+  EXPECT_FALSE(on_worker(*p.cconn, [&] { return p.cconn->send(message(7, 300, 0)); }));
+  ASSERT_TRUE(p.shandler.wait([&] { return !p.shandler.frames.empty() || p.shandler.fault; }));
+  ASSERT_FALSE(p.shandler.get_fault());
+  std::lock_guard lk(p.shandler.mu);
+  EXPECT_TRUE(is_message(p.shandler.frames[0], 7, 300, 0));
+}
+
 TEST(RdmaStack, PeerCloseFaultsTheOtherSide) {
   Pair p;
   ASSERT_NO_FATAL_FAILURE(p.connect());
+  LogCapture logs;
   close_sync(p.cconn);
   ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.fault.has_value(); }));
-  EXPECT_NE(p.shandler.get_fault()->reason.find("DISCONNECTED"), std::string::npos) << p.shandler.get_fault()->reason;
+  EXPECT_NE(p.shandler.get_fault()->reason.find("peer closed the connection (DISCONNECTED)"), std::string::npos)
+      << p.shandler.get_fault()->reason;
   EXPECT_FALSE(p.chandler.get_fault()) << "no callback after close()";
+  // An ordinary close is not logged as a fault (at the default level,
+  // nothing about it is logged at all).
+  EXPECT_FALSE(logs.contains("faulted")) << "a clean close logged as a fault";
   p.close_main();
   EXPECT_TRUE(no_leaks(*p.client));
   EXPECT_TRUE(no_leaks(*p.server));

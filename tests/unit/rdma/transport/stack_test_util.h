@@ -279,6 +279,45 @@ inline bool is_message(const proto::Frame& f, std::uint32_t i, std::size_t front
          f.segments[1] == pattern(front, i + 1) && f.segments[3] == pattern(data, i + 3);
 }
 
+// Collects log lines while it lives (one at a time; the sink and the
+// destructor synchronise on one mutex, as workers may log at any moment).
+class LogCapture {
+ public:
+  LogCapture() {
+    std::lock_guard l(mu());
+    current() = this;
+    log::set_sink(&LogCapture::sink);
+  }
+  ~LogCapture() {
+    std::lock_guard l(mu());
+    log::set_sink(nullptr);
+    current() = nullptr;
+  }
+  LogCapture(const LogCapture&) = delete;
+  LogCapture& operator=(const LogCapture&) = delete;
+  bool contains(const std::string& needle) {
+    std::lock_guard l(mu());
+    for (const auto& s : lines_)
+      if (s.find(needle) != std::string::npos) return true;
+    return false;
+  }
+
+ private:
+  static std::mutex& mu() {
+    static std::mutex m;
+    return m;
+  }
+  static LogCapture*& current() {
+    static LogCapture* c = nullptr;
+    return c;
+  }
+  static void sink(log::Subsys, int, std::string_view line) noexcept {
+    std::lock_guard l(mu());
+    if (LogCapture* c = current()) c->lines_.emplace_back(line);
+  }
+  std::vector<std::string> lines_;
+};
+
 inline std::size_t open_fds() {
   std::size_t n = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
