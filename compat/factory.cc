@@ -46,6 +46,30 @@ transport::TransportOptions common_options(const Config& c) {
   return t;
 }
 
+// The software fabric's fault injection (ms_async_rdma_soft_inject_*). A
+// seed of 0 picks one from the clock and logs it, so a failure can be rerun.
+rdma::soft::SoftOptions soft_options(const Config& c) {
+  rdma::soft::SoftOptions so;
+  rdma::soft::FaultPlan& f = so.faults;
+  f.fail_post.probability = c.get<Opt::ms_async_rdma_soft_inject_post_failure_probability>();
+  f.error_completion.probability = c.get<Opt::ms_async_rdma_soft_inject_completion_error_probability>();
+  f.qp_to_err.probability = c.get<Opt::ms_async_rdma_soft_inject_qp_error_probability>();
+  f.link_drop.probability = c.get<Opt::ms_async_rdma_soft_inject_link_drop_probability>();
+  f.delay.probability = c.get<Opt::ms_async_rdma_soft_inject_delay_probability>();
+  f.delay_us = narrow<std::uint32_t>(static_cast<std::uint64_t>(
+      std::max(0.0, c.get<Opt::ms_async_rdma_soft_inject_delay_max>()) * 1e6));
+  const bool injecting = f.fail_post.enabled() || f.error_completion.enabled() || f.qp_to_err.enabled() ||
+                         f.link_drop.enabled() || f.delay.enabled();
+  f.seed = c.get<Opt::ms_async_rdma_soft_inject_seed>();
+  if (f.seed == 0) {
+    f.seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) | 1;
+    if (injecting)
+      SIPHON_LOG(compat, 1, "software fabric fault injection with seed {} (set ms_async_rdma_soft_inject_seed "
+                            "to repeat it)", f.seed);
+  }
+  return so;
+}
+
 // A stack that owns the RDMA provider it runs on (the provider must outlive
 // the stack).
 struct OwnedRdmaStack {
@@ -81,6 +105,9 @@ MessengerOptions messenger_options(const Config& c) {
   m.ms_initial_backoff = seconds(c.get<Opt::ms_initial_backoff>());
   m.ms_max_backoff = seconds(c.get<Opt::ms_max_backoff>());
   m.ms_dispatch_throttle_bytes = c.get<Opt::ms_dispatch_throttle_bytes>();
+  m.ms_max_undispatched_bytes_per_connection = c.get<Opt::ms_max_undispatched_bytes_per_connection>();
+  m.ms_max_connections = c.get<Opt::ms_max_connections>();
+  m.ms_max_queued_send_bytes_per_connection = c.get<Opt::ms_max_queued_send_bytes_per_connection>();
   return m;
 }
 
@@ -169,13 +196,13 @@ std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
   auto owned = std::make_shared<OwnedRdmaStack>();
   const bool soft = o.device_name.rfind("soft", 0) == 0;
   if (soft) {
-    owned->provider = rdma::soft::make_provider();
+    owned->provider = rdma::soft::make_provider(soft_options(cfg));
   } else {
     owned->provider = rdma::verbs::make_provider();
     if (o.device_name.empty() && owned->provider->list_devices().empty()) {
       SIPHON_LOG(compat, 1, "no RDMA hardware found: async+rdma runs on the software fabric (soft0); "
                             "set ms_async_rdma_device_name to choose a device");
-      owned->provider = rdma::soft::make_provider();
+      owned->provider = rdma::soft::make_provider(soft_options(cfg));
       o.device_name = "soft0";
     }
   }

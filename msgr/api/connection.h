@@ -31,8 +31,8 @@ class Connection : public boost::intrusive_ref_counter<Connection, boost::thread
   virtual ~Connection() = default;
 
   // Queues `m` for the peer. Lossless policies deliver it exactly once and in
-  // order across faults; lossy ones deliver it at most once. Returns
-  // errc::not_connected if this connection was marked down or reset.
+  // order across faults; lossy ones at most once. Errors: not_connected (marked down or reset);
+  // queue_full (ms_max_queued_send_bytes_per_connection reached: not queued, the caller keeps m).
   virtual std::error_code send_message(MessageRef m) = 0;
   // Sends a KEEPALIVE2 once the session is READY (the peer answers with
   // KEEPALIVE2_ACK; see last_keepalive_ack()).

@@ -46,11 +46,25 @@ void ConnectionImpl::accept(std::shared_ptr<MessengerCore> core, transport::Conn
     conn->close();
     return;
   }
+  // ms_max_connections counts accepted sockets (QPs) attached to a session;
+  // refusing here, before any byte is read, costs a peer's flood nothing
+  // but the accept.
+  std::shared_ptr<void> slot = core->take_accept_slot();
+  if (!slot) {
+    core->counters.connections_refused.fetch_add(1, std::memory_order_relaxed);
+    SIPHON_LOG(ms, 1,
+               "refusing a connection from {}: ms_max_connections = {} accepted connections are open "
+               "(raise ms_max_connections, or 0 for no limit)",
+               conn->peer_address().to_string(), core->options.ms_max_connections);
+    conn->close();
+    return;
+  }
   ConnectionImplRef c(new ConnectionImpl(core, conn->worker(), false));
   if (!core->add_live(c)) {
     conn->close();
     return;
   }
+  c->accept_slot_ = std::move(slot);
   c->state_ = State::accepting;
   c->server_hs_.emplace(core->local_identity(), conn->peer_address(), core->services());
   c->attach(std::move(conn));
@@ -122,6 +136,7 @@ void ConnectionImpl::detach_transport() {
   }
   link_.reset();
   conn_.reset();
+  accept_slot_.reset();
 }
 
 void ConnectionImpl::on_established(Link* link, const proto::Negotiated&) {
@@ -416,6 +431,7 @@ void ConnectionImpl::complete_adopt(ConnectionImplRef from, bool reconnect, std:
   link_ = std::move(from->link_);
   link_->owner = ConnectionImplRef(this);
   conn_ = std::move(from->conn_);
+  accept_slot_ = std::move(from->accept_slot_);
   server_hs_ = std::move(from->server_hs_);
   from->server_hs_.reset();
   from->state_ = State::closed;
@@ -537,9 +553,13 @@ void ConnectionImpl::enter_closed(bool notify_reset) {
   client_hs_.reset();
   server_hs_.reset();
   outq_.clear();
+  forget_unsent();
   {
     std::lock_guard l(inbox_mtx_);
+    std::uint64_t n = 0;
+    for (const auto& [m, bytes] : inbox_) n += bytes;
     inbox_.clear();
+    send_queued_.fetch_sub(n, std::memory_order_acq_rel);
   }
   if (registered_) core_->unregister_session(key_, this);
   registered_ = false;
@@ -550,6 +570,7 @@ void ConnectionImpl::enter_closed(bool notify_reset) {
 
 void ConnectionImpl::reset_session(bool notify_remote) {
   outq_.clear();
+  forget_unsent();
   ids_.client_cookie = 0;
   ids_.server_cookie = 0;
   ids_.connect_seq = 0;

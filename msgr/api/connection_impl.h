@@ -23,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -76,6 +77,10 @@ class ConnectionImpl final : public Connection {
   void try_resume();                // a throttle has room again (any thread)
   void close_internal(bool notify_reset, std::string_view why);  // from any thread
   bool closed() const noexcept { return closed_flag_.load(std::memory_order_acquire); }
+  // The dispatch thread has delivered `bytes` of this connection's messages
+  // (ms_max_undispatched_bytes_per_connection; dispatch thread).
+  void release_undispatched(std::uint64_t bytes);
+  std::uint64_t undispatched_bytes() const noexcept { return undispatched_.load(std::memory_order_acquire); }
   transport::Worker& owner() const noexcept { return *owner_.load(std::memory_order_acquire); }
 
   // --- transport events (on the owner, via Link) ---
@@ -132,6 +137,9 @@ class ConnectionImpl final : public Connection {
   void receive_message(proto::Frame&& f);
   void maybe_ack();
   void send_ack_now();
+  // ms_max_queued_send_bytes_per_connection accounting: messages that left
+  // the queue unsent (closed, reset) give their bytes back.
+  void forget_unsent();
 
   const std::shared_ptr<MessengerCore> core_;
   std::atomic<transport::Worker*> owner_;
@@ -149,11 +157,17 @@ class ConnectionImpl final : public Connection {
   entity_name_t peer_name_info_{};
   FaultInfo last_fault_;
 
-  // Cross-thread inbox.
+  // Cross-thread inbox: messages with the bytes counted against
+  // ms_max_queued_send_bytes_per_connection.
   std::mutex inbox_mtx_;
-  std::vector<MessageRef> inbox_;
+  std::vector<std::pair<MessageRef, std::uint64_t>> inbox_;
   bool drain_posted_ = false;
   bool keepalive_requested_ = false;
+  // Bytes accepted by send_message() and not yet handed to the transport.
+  std::atomic<std::uint64_t> send_queued_{0};
+  std::atomic<bool> queue_full_logged_{false};
+  // Bytes of our received messages waiting in the dispatch queue.
+  std::atomic<std::uint64_t> undispatched_{0};
 
   // --- worker state ---
   State state_ = State::idle;
@@ -168,6 +182,11 @@ class ConnectionImpl final : public Connection {
   session::SessionIds ids_;
   session::PeerInfo peer_;
   session::SendQueue<MessageRef, MessageSeqTraits> outq_;
+  // Messages of outq_ never handed to the transport, in the order they will
+  // be (first transmissions keep queue order), with their counted bytes.
+  std::deque<std::pair<const Message*, std::uint64_t>> unsent_;
+  // ms_max_connections: held while an accepted socket is attached.
+  std::shared_ptr<void> accept_slot_;
   std::uint64_t acked_in_seq_ = 0;  // in_seq we last told the peer
   bool ack_posted_ = false;
   bool replacing_ = false;          // another connection is taking this session over

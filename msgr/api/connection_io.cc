@@ -12,10 +12,29 @@ namespace siphon::detail {
 std::error_code ConnectionImpl::send_message(MessageRef m) {
   if (!m) return make_error_code(errc::invalid_argument);
   if (closed_flag_.load(std::memory_order_acquire)) return make_error_code(errc::not_connected);
+  // ms_max_queued_send_bytes_per_connection: refuse rather than grow
+  // without bound behind a peer that does not read (a message always passes
+  // when nothing is queued). The caller keeps the message.
+  const std::uint64_t n = m->payload_length();
+  const std::uint64_t max = core_->options.ms_max_queued_send_bytes_per_connection;
+  std::uint64_t cur = send_queued_.load(std::memory_order_acquire);
+  do {
+    if (max != 0 && cur != 0 && cur + n > max) {
+      core_->counters.send_queue_full.fetch_add(1, std::memory_order_relaxed);
+      // Logged once per episode (until a message is taken again).
+      if (!queue_full_logged_.exchange(true, std::memory_order_acq_rel))
+        SIPHON_LOG(ms, 1,
+                   "send_message to {}: {} bytes already queued, ms_max_queued_send_bytes_per_connection = {}; "
+                   "refused with queue_full (the peer reads too slowly; retry later or raise the option)",
+                   get_peer_addrs().to_string(), cur, max);
+      return make_error_code(errc::queue_full);
+    }
+  } while (!send_queued_.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
+  queue_full_logged_.store(false, std::memory_order_relaxed);
   bool post = false;
   {
     std::lock_guard l(inbox_mtx_);
-    inbox_.push_back(std::move(m));
+    inbox_.emplace_back(std::move(m), n);
     if (!drain_posted_) post = drain_posted_ = true;
   }
   if (post) {
@@ -40,7 +59,7 @@ void ConnectionImpl::send_keepalive() {
 }
 
 void ConnectionImpl::drain_inbox() {
-  std::vector<MessageRef> batch;
+  std::vector<std::pair<MessageRef, std::uint64_t>> batch;
   bool keepalive = false;
   {
     std::lock_guard l(inbox_mtx_);
@@ -48,8 +67,16 @@ void ConnectionImpl::drain_inbox() {
     keepalive = std::exchange(keepalive_requested_, false);
     drain_posted_ = false;
   }
-  if (state_ == State::closed) return;
-  for (auto& m : batch) outq_.push(std::move(m));
+  if (state_ == State::closed) {
+    std::uint64_t n = 0;
+    for (const auto& [m, bytes] : batch) n += bytes;
+    send_queued_.fetch_sub(n, std::memory_order_acq_rel);
+    return;
+  }
+  for (auto& [m, bytes] : batch) {
+    unsent_.emplace_back(m.get(), bytes);
+    outq_.push(std::move(m));
+  }
   if (keepalive) {
     if (state_ == State::ready)
       send_frame(session::encode(session::Keepalive2{session::stamp_now()}));
@@ -97,6 +124,10 @@ void ConnectionImpl::flush() {
     bool replayed = false;
     MessageRef m = outq_.next_to_send(lossless, replayed);
     if (replayed) core_->counters.messages_replayed.fetch_add(1, std::memory_order_relaxed);
+    if (!unsent_.empty() && unsent_.front().first == m.get()) {
+      send_queued_.fetch_sub(unsent_.front().second, std::memory_order_acq_rel);
+      unsent_.pop_front();
+    }
     if (!MessageAccess::encoded(*m)) {
       try {
         m->encode_payload(peer_.features);
@@ -244,8 +275,13 @@ void ConnectionImpl::receive_message(proto::Frame&& f) {
   }
   if (!fast) {
     const std::uint64_t queued = core_->dispatch_bytes.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
+    const std::uint64_t mine = undispatched_.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
     core_->dispatch_queue.enqueue({DispatchQueue::Kind::message, std::move(m), ConnectionRef(this), bytes});
     if (queued > core_->options.ms_dispatch_throttle_bytes) over = true;
+    if (const std::uint64_t max = core_->options.ms_max_undispatched_bytes_per_connection; max != 0 && mine > max) {
+      over = true;
+      SIPHON_TRACE(session, "{} undispatched bytes over ms_max_undispatched_bytes_per_connection ({})", mine, max);
+    }
   }
   if (state_ != State::ready) return;  // a dispatcher marked us down
   if (over) pause_for_budget();
@@ -268,8 +304,24 @@ void ConnectionImpl::send_ack_now() {
   send_frame(session::encode(session::Ack{ids_.in_seq}));
 }
 
+void ConnectionImpl::forget_unsent() {
+  std::uint64_t n = 0;
+  for (const auto& u : unsent_) n += u.second;
+  unsent_.clear();
+  send_queued_.fetch_sub(n, std::memory_order_acq_rel);
+}
+
+void ConnectionImpl::release_undispatched(std::uint64_t bytes) {
+  // The dispatch queue's release callback wakes the paused connections next
+  // (MessengerCore), and each re-checks over_budget().
+  undispatched_.fetch_sub(bytes, std::memory_order_acq_rel);
+}
+
 bool ConnectionImpl::over_budget() const {
   if (core_->dispatch_bytes.load(std::memory_order_acquire) > core_->options.ms_dispatch_throttle_bytes)
+    return true;
+  if (const std::uint64_t max = core_->options.ms_max_undispatched_bytes_per_connection;
+      max != 0 && undispatched_.load(std::memory_order_acquire) > max)
     return true;
   if (policy_.throttler_messages && policy_.throttler_messages->full()) return true;
   if (policy_.throttler_bytes && policy_.throttler_bytes->full()) return true;

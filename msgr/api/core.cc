@@ -22,8 +22,10 @@ MessengerCore::MessengerCore(std::shared_ptr<transport::Stack> s, entity_name_t 
       name(n),
       options(std::move(o)),
       nonce(nc),
-      dispatch_queue(&dispatchers, [this](std::uint64_t bytes) {
+      dispatch_queue(&dispatchers, [this](Connection* con, std::uint64_t bytes) {
         dispatch_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+        // Every message queued with bytes comes from a ConnectionImpl.
+        if (con != nullptr) static_cast<ConnectionImpl*>(con)->release_undispatched(bytes);
         if (has_waiters.load(std::memory_order_acquire)) wake_waiters();
       }),
       rng_(std::random_device{}()) {}
@@ -181,6 +183,18 @@ void MessengerCore::wake_waiters() {
     has_waiters.store(false, std::memory_order_release);
   }
   for (auto& [ticket, c] : w) c->try_resume();  // oldest first
+}
+
+std::shared_ptr<void> MessengerCore::take_accept_slot() {
+  const std::uint64_t max = options.ms_max_connections;
+  const std::uint64_t now = accepted_open.fetch_add(1, std::memory_order_acq_rel) + 1;
+  if (max != 0 && now > max) {
+    accepted_open.fetch_sub(1, std::memory_order_acq_rel);
+    return nullptr;
+  }
+  // The slot is returned when the session lets go of the socket; the core
+  // outlives its connections (they hold it by shared_ptr).
+  return std::shared_ptr<void>(this, [](MessengerCore* c) { c->accepted_open.fetch_sub(1, std::memory_order_acq_rel); });
 }
 
 namespace {

@@ -51,6 +51,8 @@ struct Counters {
   std::atomic<std::uint64_t> sessions_reset{0};
   std::atomic<std::uint64_t> protocol_errors{0};
   std::atomic<std::uint64_t> session_migrations{0};
+  std::atomic<std::uint64_t> connections_refused{0};
+  std::atomic<std::uint64_t> send_queue_full{0};
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
@@ -116,6 +118,12 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   void wake_waiters();
   std::atomic<std::uint64_t> dispatch_bytes{0};
   std::atomic<bool> has_waiters{false};
+
+  // ms_max_connections: a slot for one accepted transport connection, held
+  // while that socket (or QP) is attached to a session; nullptr when the
+  // limit is reached.
+  std::shared_ptr<void> take_accept_slot();
+  std::atomic<std::uint64_t> accepted_open{0};
 
   // Message budget for policy throttles, released when the message dies.
   static std::shared_ptr<void> take_budget(const std::shared_ptr<MessengerCore>& core,

@@ -4,8 +4,7 @@
 
 namespace siphon::detail {
 
-DispatchQueue::DispatchQueue(const std::vector<Dispatcher*>* dispatchers,
-                             std::function<void(std::uint64_t)> on_release)
+DispatchQueue::DispatchQueue(const std::vector<Dispatcher*>* dispatchers, Release on_release)
     : dispatchers_(dispatchers), on_release_(std::move(on_release)) {}
 
 DispatchQueue::~DispatchQueue() { stop(); }
@@ -40,7 +39,7 @@ void DispatchQueue::stop() {
     rest.swap(q_);
   }
   for (auto& it : rest)
-    if (it.bytes != 0) on_release_(it.bytes);
+    if (it.bytes != 0) on_release_(it.con.get(), it.bytes);
 }
 
 std::size_t DispatchQueue::size() const {
@@ -58,8 +57,9 @@ void DispatchQueue::run() {
     l.unlock();
     deliver(item);
     const std::uint64_t bytes = item.bytes;
-    item = Item{};  // drop our references before returning budget
-    if (bytes != 0) on_release_(bytes);
+    const ConnectionRef con = std::move(item.con);
+    item = Item{};  // drop the message before returning budget
+    if (bytes != 0) on_release_(con.get(), bytes);
     l.lock();
   }
 }

@@ -27,10 +27,11 @@ class DispatchQueue {
     std::uint64_t bytes = 0;  // throttled bytes to release after dispatch
   };
 
-  // `on_release(bytes)` runs on the dispatch thread after each dispatched
-  // message (to return dispatch-throttle budget and wake paused readers).
-  DispatchQueue(const std::vector<Dispatcher*>* dispatchers,
-                std::function<void(std::uint64_t)> on_release);
+  // `on_release(con, bytes)` runs on the dispatch thread after each
+  // dispatched message with non-zero bytes (to return the dispatch-throttle
+  // budget of the messenger and of `con`, and wake paused readers).
+  using Release = std::function<void(Connection*, std::uint64_t)>;
+  DispatchQueue(const std::vector<Dispatcher*>* dispatchers, Release on_release);
   ~DispatchQueue();
   DispatchQueue(const DispatchQueue&) = delete;
   DispatchQueue& operator=(const DispatchQueue&) = delete;
@@ -47,7 +48,7 @@ class DispatchQueue {
   void deliver(Item& item);
 
   const std::vector<Dispatcher*>* dispatchers_;
-  std::function<void(std::uint64_t)> on_release_;
+  Release on_release_;
   mutable std::mutex mtx_;
   std::condition_variable cv_;
   std::deque<Item> q_;

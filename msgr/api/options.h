@@ -40,6 +40,24 @@ struct MessengerOptions {
   // Received bytes not yet dispatched; when exceeded, connections stop
   // reading until dispatch catches up.
   std::uint64_t ms_dispatch_throttle_bytes = 100ull << 20;  // ms_dispatch_throttle_bytes
+  // The same bound for the messages of one connection (0: none): a peer
+  // over it stops being read (TCP) or stops getting credits (RDMA) while the
+  // other connections go on. A message always passes when its connection
+  // has nothing undispatched. Siphon extension.
+  std::uint64_t ms_max_undispatched_bytes_per_connection = 32ull << 20;
+
+  // --- limits ---
+  // Most accepted connections (sockets / QPs from peers) open at once;
+  // further ones are closed at accept with a log line naming this option.
+  // Connections we dial are not counted. 0: no limit. Siphon extension.
+  std::uint64_t ms_max_connections = 0;
+  // Bytes of messages a connection has accepted from send_message() and not
+  // yet handed to the transport (0: no limit, Ceph's behaviour). Past it
+  // send_message() returns errc::queue_full and does not take the message
+  // (the caller keeps it); a message always passes when nothing is queued.
+  // Off by default: code written for Ceph ignores send_message()'s result,
+  // and a refusal it does not see would be a lost message. Siphon extension.
+  std::uint64_t ms_max_queued_send_bytes_per_connection = 0;
 };
 
 }  // namespace siphon

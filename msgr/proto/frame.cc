@@ -10,6 +10,8 @@
 // empty segment inside num_segments has crc 0xFFFFFFFF, unused slots are 0.
 #include "msgr/proto/frame.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -295,13 +297,21 @@ FrameDecoder::Status FrameDecoder::next(Frame& out) {
       if (nsegs > 1 && lens_[nsegs - 1] == 0)
         return fail(errc::malformed_frame, "last segment of a multi-segment frame is empty");
       if (static_cast<Tag>(tag) != Tag::message) {
+        // The reasons name the option that sets each limit (compat/ maps
+        // them one to one), so an operator knows what to raise.
         if (total > limits_.max_control_payload)
-          return fail(errc::frame_too_large, "control frame payload over the limit");
+          return fail(errc::frame_too_large,
+                      fmt::format("control frame payload over the limit ({} bytes > ms_max_control_frame_size {})",
+                                  total, limits_.max_control_payload));
       } else {
         for (std::size_t i = 0; i < nsegs; ++i)
           if (lens_[i] > limits_.max_segment)
-            return fail(errc::frame_too_large, "message segment over the limit");
-        if (total > limits_.max_frame) return fail(errc::frame_too_large, "frame over the limit");
+            return fail(errc::frame_too_large,
+                        fmt::format("message segment over the limit ({} bytes > ms_max_segment_size {})", lens_[i],
+                                    limits_.max_segment));
+        if (total > limits_.max_frame)
+          return fail(errc::frame_too_large,
+                      fmt::format("frame over the limit ({} bytes > ms_max_frame_size {})", total, limits_.max_frame));
       }
       tag_ = static_cast<Tag>(tag);
       nsegs_ = nsegs;

@@ -11,6 +11,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <system_error>
 
@@ -145,7 +146,7 @@ class FrameDecoder {
   std::array<std::uint32_t, kMaxSegments> lens_{};
   std::array<std::uint16_t, kMaxSegments> aligns_{};
   std::error_code error_{};
-  std::string_view reason_{};
+  std::string reason_;  // owned: reasons carry the sizes and limits
 };
 
 }  // namespace siphon::proto

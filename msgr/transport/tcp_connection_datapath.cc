@@ -183,7 +183,7 @@ void TcpConnection::deliver_frames() {
       const auto status = decoder_->next(frame);
       if (status == proto::FrameDecoder::Status::need_more) return;
       if (status == proto::FrameDecoder::Status::error)
-        return fault(decoder_->error(), decoder_->error_reason());
+        return fault(decoder_->error(), std::string(decoder_->error_reason()));
       if (frame.tag == proto::Tag::message) {
         const auto delay = injector_.message_delay();
         if (delay.count() > 0) {

@@ -40,11 +40,13 @@ class PdRegistrar final : public Registrar {
   PdRegistrar(ProtectionDomain& pd, std::uint32_t access) noexcept : pd_(pd), access_(access) {}
   std::error_code register_region(void* addr, std::size_t len, RegionKeys& keys) override;
   void deregister_region(const RegionKeys& keys) noexcept override;
+  // Regions registered and not yet deregistered.
+  std::size_t region_count() const;
 
  private:
   ProtectionDomain& pd_;
   std::uint32_t access_;
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<std::uint64_t, std::unique_ptr<MemoryRegion>> mrs_;
   std::uint64_t next_id_ = 1;
 };

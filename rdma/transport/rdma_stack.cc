@@ -44,6 +44,11 @@ void PdRegistrar::deregister_region(const RegionKeys& keys) noexcept {
   mrs_.erase(keys.region_id);
 }
 
+std::size_t PdRegistrar::region_count() const {
+  std::lock_guard lk(mu_);
+  return mrs_.size();
+}
+
 namespace {
 
 std::string join(const std::vector<std::string>& v) {
@@ -166,6 +171,7 @@ std::size_t RdmaStack::buffers_in_use() const noexcept {
   return shared_->send_pool->buffers_in_use() + shared_->recv_pool->buffers_in_use();
 }
 std::size_t RdmaStack::connection_count() const noexcept { return shared_->connections.load(); }
+std::size_t RdmaStack::memory_regions() const { return shared_->registrar->region_count(); }
 
 std::error_code RdmaStack::listen(const NetAddress& addr, transport::AcceptHandler on_accept,
                                   NetAddress& bound) {

@@ -64,6 +64,9 @@ class RdmaStack final : public transport::Stack {
   std::size_t buffers_in_use() const noexcept;
   // Connections open or still draining.
   std::size_t connection_count() const noexcept;
+  // Memory regions of the buffer pools registered right now (a zero-copy
+  // transfer's regions belong to its connection and go with it).
+  std::size_t memory_regions() const;
 
  private:
   std::shared_ptr<RdmaShared> shared_;

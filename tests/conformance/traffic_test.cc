@@ -385,6 +385,11 @@ SIPHON_TWO_SIDED(Rnr, LateReceiveIsRetriedIntoSuccess)
 void Rnr_LateReceiveIsRetriedIntoSuccess::a(Side& s) {
   QpParams p;
   p.rnr_retry = 7;  // infinite
+  // About 4 s per transport retry instead of 67 ms: this test is about RNR,
+  // and under TSan on a loaded CI machine the responder once took longer
+  // than 8 x 67 ms to send its first RNR NAK (retry_exceeded instead of
+  // success).
+  p.timeout = 20;
   Rc rc = connect_rc(s, caps(), p);
   ASSERT_TRUE(rc.qp);
   Buffer buf = make_buffer(*s.pd, 64, kLocalWrite);

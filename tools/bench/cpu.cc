@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <iterator>
+#include <mutex>
 #include <string>
+#include <thread>
 
 namespace siphon::bench {
 namespace {
@@ -91,6 +93,11 @@ std::vector<pid_t> list_threads() {
   ::closedir(d);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+void settle_runtime_threads() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::thread([] {}).join(); });
 }
 
 std::vector<pid_t> new_threads(const std::vector<pid_t>& before, const std::vector<pid_t>& after) {

@@ -38,6 +38,11 @@ CpuTimes thread_cpu(pid_t tid) noexcept;
 CpuTimes threads_cpu(const std::vector<pid_t>& tids) noexcept;
 // The thread ids of this process (/proc/self/task), ascending.
 std::vector<pid_t> list_threads();
+// Starts and joins one thread, once per process, so that helper threads a
+// sanitizer runtime spawns with the process's first thread (TSan's
+// background thread) already exist: call before a list_threads() whose
+// difference should hold only the threads the code under measurement starts.
+void settle_runtime_threads();
 // Ids in `after` that are not in `before` (both ascending).
 std::vector<pid_t> new_threads(const std::vector<pid_t>& before, const std::vector<pid_t>& after);
 

@@ -289,14 +289,17 @@ class BenchClient {
   // `cpu`: this side's CPU time; `peer_stats`: the server's messenger
   // counters when it shares the process (else empty).
   BenchClient(const RunSetup& s, EntityAddrVec target, std::function<CpuTimes()> cpu,
-              std::function<MessengerStats()> peer_stats = {})
-      : s_(s), a_(s.args), target_(std::move(target)), cpu_(std::move(cpu)), peer_stats_(std::move(peer_stats)) {}
+              std::function<MessengerStats()> peer_stats = {}, const transport::Stack* peer_stack = nullptr)
+      : s_(s), a_(s.args), target_(std::move(target)), cpu_(std::move(cpu)), peer_stats_(std::move(peer_stats)),
+        peer_stack_(peer_stack) {}
   ~BenchClient() { stop(); }
 
   // Creates the stack and messengers and waits until every connection is READY.
   bool connect(std::string& error, bool& unavailable);
   Result run();
   void stop();
+  // The client's stack (shared by its messengers).
+  const std::shared_ptr<transport::Stack>& stack() const noexcept { return stack_; }
   std::map<std::string, std::uint64_t> counters() const {
     return stack_ ? stack_counters(*stack_) : std::map<std::string, std::uint64_t>{};
   }
@@ -385,6 +388,7 @@ class BenchClient {
   EntityAddrVec target_;
   std::function<CpuTimes()> cpu_;
   std::function<MessengerStats()> peer_stats_;
+  const transport::Stack* peer_stack_ = nullptr;  // loopback: the server's stack
   std::shared_ptr<transport::Stack> stack_;
   std::vector<std::unique_ptr<ClientConn>> conns_;
   std::atomic<bool> sending_{false};
@@ -689,6 +693,7 @@ bool BenchClient::wait_until(SteadyClock::time_point tp, bool until_done) {
 
 Result BenchClient::run() {
   Result r;
+  r.resources.present = true;
   const bool timed = !a_.count.has_value();
   std::vector<std::thread> threads;
   auto start_load = [&] {
@@ -747,9 +752,17 @@ Result BenchClient::run() {
       faults1 = faults();
     }
     const double dt = std::chrono::duration<double>(now - last_tp).count();
-    // One entry per whole second of the window.
-    if (now - last_tp >= std::chrono::milliseconds(999) && dt > 0)
+    // One entry per whole second of the window: each wake-up at a whole
+    // second counts, even when the previous one came late and this interval
+    // is a little short (comparing the interval alone dropped seconds from
+    // the series on a loaded machine).
+    const bool on_tick = now >= win_start + std::chrono::seconds(k);
+    if ((on_tick || now - last_tp >= std::chrono::milliseconds(999)) && dt > 0) {
       r.msgs_per_second.push_back(static_cast<double>(cur.completed - last.completed) / dt);
+      ResourceSample rs = sample_resources({stack_.get(), peer_stack_});
+      rs.t = std::chrono::duration<double>(now - win_start).count();
+      r.resources.per_second.push_back(std::move(rs));
+    }
     if (ending) break;
     progress(std::chrono::duration<double>(now - win_start).count(),
              dt > 0 ? static_cast<double>(cur.completed - last.completed) / dt : 0,
@@ -903,6 +916,8 @@ RunOutcome run_loopback(const RunSetup& s) {
   describe(s, out.result);
   // The server's threads are the ones its stack and messenger start.
   auto server_tids = std::make_shared<std::vector<pid_t>>();
+  const ResourceSample resources_before = sample_resources({});
+  settle_runtime_threads();
   const auto before = list_threads();
   ServerSide server;
   const std::string bind = s.args.bind.empty() ? "127.0.0.1:0" : s.args.bind;
@@ -911,6 +926,7 @@ RunOutcome run_loopback(const RunSetup& s) {
     return out;
   *server_tids = new_threads(before, list_threads());
   EntityAddrVec target = server.msgr->get_myaddrs();
+  std::shared_ptr<transport::Stack> client_stack;
   if (s.info)
     s.info(fmt::format("loopback over {} (ms_type from {}): server {} ({} threads), {} client connection(s)",
                        s.ms_type.to_string(), s.cfg->source(compat::Opt::ms_type).to_string(),
@@ -918,9 +934,10 @@ RunOutcome run_loopback(const RunSetup& s) {
   {
     Messenger* server_msgr = server.msgr.get();
     BenchClient client(s, target, [server_tids] { return process_cpu() - threads_cpu(*server_tids); },
-                       [server_msgr] { return server_msgr->stats(); });
+                       [server_msgr] { return server_msgr->stats(); }, server.stack.get());
     if (!client.connect(out.error, out.unavailable)) return out;
     Result r = client.run();
+    client_stack = client.stack();
     r.mode = out.result.mode;
     r.pattern = out.result.pattern;
     r.ms_type = out.result.ms_type;
@@ -930,6 +947,15 @@ RunOutcome run_loopback(const RunSetup& s) {
     out.ran = true;
   }
   server.stop();
+  // Every messenger is gone and both stacks are stopped: what is still held
+  // now is held for good (tests/soak checks it against `before`).
+  Resources& res = out.result.resources;
+  res.before = resources_before;
+  res.before.t = -1;
+  res.have_before = true;
+  res.after = sample_resources({client_stack.get(), server.stack.get()});
+  res.after.t = out.result.seconds;
+  res.have_after = true;
   return out;
 }
 

@@ -220,6 +220,35 @@ void write_json(std::ostream& os, const Result& r) {
   } else {
     os << ",\"verify\":null";
   }
+  if (r.resources.present) {
+    auto sample = [&os](const ResourceSample& x) {
+      os << "{\"t\":" << json_number(x.t) << ",\"fds\":" << x.fds << ",\"rss_kib\":" << x.rss_kib
+         << ",\"stack\":{";
+      bool first_counter = true;
+      for (const auto& [k, v] : x.stack) {
+        os << (first_counter ? "" : ",") << json_quote(k) << ':' << v;
+        first_counter = false;
+      }
+      os << "}}";
+    };
+    os << ",\"resources\":{\"per_second\":[";
+    first = true;
+    for (const ResourceSample& x : r.resources.per_second) {
+      if (!first) os << ',';
+      sample(x);
+      first = false;
+    }
+    os << ']';
+    if (r.resources.have_before) {
+      os << ",\"before\":";
+      sample(r.resources.before);
+    }
+    if (r.resources.have_after) {
+      os << ",\"after\":";
+      sample(r.resources.after);
+    }
+    os << '}';
+  }
   if (!r.stack_counters.empty()) {
     os << ",\"stack_counters\":{";
     bool first_counter = true;

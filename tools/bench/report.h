@@ -30,6 +30,25 @@ struct VerifyCounts {
   bool clean() const noexcept { return lost + duplicated + reordered + corrupted == 0; }
 };
 
+// Process and transport resources at one instant (leak checks, tests/soak).
+struct ResourceSample {
+  double t = 0;               // seconds since the measured window opened (<0: before it)
+  std::uint64_t fds = 0;      // open file descriptors of the process
+  std::uint64_t rss_kib = 0;  // resident set size of the process
+  // Transport counters summed over this process's stacks (async+rdma:
+  // qps_active, connections, memory_regions, registered_bytes,
+  // buffers_in_use; empty for async+posix, whose sockets are fds).
+  std::map<std::string, std::uint64_t> stack;
+};
+
+struct Resources {
+  bool present = false;
+  bool have_before = false, have_after = false;
+  ResourceSample before;                 // loopback: before any stack existed
+  std::vector<ResourceSample> per_second;  // one per second of the window
+  ResourceSample after;                  // loopback: every messenger shut down, stacks stopped
+};
+
 // One phase of a multi-phase run (siphon-bench objd: put, stat, get, delete).
 struct PhaseResult {
   std::string name;
@@ -61,6 +80,7 @@ struct Result {
   std::vector<double> msgs_per_second;  // one entry per second of the window
   bool verify = false;
   VerifyCounts verified;
+  Resources resources;
   // This process's stack counters at the end of the run (async+rdma: the
   // RdmaCounters of docs/rdma-transport.md, e.g. zero_copy_transfers,
   // rnr_events; empty for stacks without counters). Whole run, not the window.

@@ -1,6 +1,10 @@
 #include "tools/bench/stack.h"
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <fstream>
 
 #include "compat/factory.h"
 #include "compat/stack_plugins.h"
@@ -25,6 +29,31 @@ std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const
     why_not = e.what();
     return nullptr;
   }
+}
+
+ResourceSample sample_resources(const std::vector<const transport::Stack*>& stacks) {
+  ResourceSample r;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    std::uint64_t n = 0;
+    while (const dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+    r.fds = n > 0 ? n - 1 : 0;  // not the directory stream's own fd
+  }
+  std::ifstream statm("/proc/self/statm");
+  std::uint64_t size_pages = 0, rss_pages = 0;
+  if (statm >> size_pages >> rss_pages)
+    r.rss_kib = rss_pages * static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) / 1024;
+  for (const transport::Stack* st : stacks) {
+    const auto* rdma = dynamic_cast<const rdma::RdmaStack*>(st);
+    if (rdma == nullptr) continue;
+    r.stack["qps_active"] += rdma->counters().qps_active.load(std::memory_order_relaxed);
+    r.stack["connections"] += rdma->connection_count();
+    r.stack["memory_regions"] += rdma->memory_regions();
+    r.stack["registered_bytes"] += rdma->registered_bytes();
+    r.stack["buffers_in_use"] += rdma->buffers_in_use();
+  }
+  return r;
 }
 
 std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack) {

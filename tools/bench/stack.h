@@ -10,9 +10,11 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "compat/config.h"
 #include "msgr/api/messenger.h"
+#include "tools/bench/report.h"
 
 namespace siphon::bench {
 
@@ -24,6 +26,11 @@ MessengerOptions messenger_options(const compat::Config& cfg);
 std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const compat::Config& cfg,
                                                const MessengerOptions& opts, std::string& why_not);
 
+// The process's open fds and RSS (/proc/self), and the transport counters of
+// `stacks` that tell leaks apart (async+rdma: qps_active, connections,
+// memory_regions, registered_bytes, buffers_in_use, summed). Null entries
+// are skipped.
+ResourceSample sample_resources(const std::vector<const transport::Stack*>& stacks);
 // The stack's own counters (async+rdma: RdmaCounters by name); empty for a
 // stack that keeps none.
 std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack);

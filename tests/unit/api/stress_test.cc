@@ -15,6 +15,25 @@ namespace {
 
 constexpr std::uint16_t kType = 0x7100;
 
+// Under TSan every memory access costs several times more and these four
+// tests took three minutes of CI; a quarter of the volume still crosses
+// hundreds of injected faults, reconnects, worker migrations and races,
+// which is what the race detector needs to see.
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kUnderTsan = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kUnderTsan = true;
+#else
+constexpr bool kUnderTsan = false;
+#endif
+#else
+constexpr bool kUnderTsan = false;
+#endif
+constexpr std::uint64_t volume(std::uint64_t n) { return kUnderTsan ? n / 4 : n; }
+// Faults come four times as often then, so a run still survives as many.
+constexpr std::uint32_t fault_every(std::uint32_t n) { return kUnderTsan ? n / 4 : n; }
+
 std::uint64_t mix(std::uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -155,16 +174,16 @@ void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, co
 
 TEST(Stress, MixedSizes100kArriveIntactAndInOrder) {
   MessengerOptions o = test_options(1);
-  run(100000, o, /*check_bytes=*/true, Policy::stateful_server(), Policy::lossless_client(), false);
+  run(volume(100000), o, /*check_bytes=*/true, Policy::stateful_server(), Policy::lossless_client(), false);
 }
 
 TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
   MessengerOptions o = test_options(1);
-  o.transport.common.inject.socket_failures = 300;
+  o.transport.common.inject.socket_failures = fault_every(300);
   o.transport.common.inject.seed = 42;
   log::set_level(log::Subsys::session, 0);  // hundreds of faults: keep the log short
   log::set_level(log::Subsys::transport, 0);
-  run(200000, o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true);
+  run(volume(200000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true);
   log::set_level(log::Subsys::session, log::kDefaultLevel);
   log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
@@ -174,12 +193,12 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
 // to the new socket's worker (ConnectionImpl::adopt) on most reconnects.
 TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
   MessengerOptions o = test_options(3);
-  o.transport.common.inject.socket_failures = 100;
+  o.transport.common.inject.socket_failures = fault_every(100);
   o.transport.common.inject.seed = 99;
   log::set_level(log::Subsys::session, 0);
   log::set_level(log::Subsys::transport, 0);
   std::uint64_t migrations = 0;
-  run(50000, o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true,
+  run(volume(50000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true,
       &migrations);
   std::printf("[ lossless ] the server's session moved between workers %" PRIu64 " times\n", migrations);
   EXPECT_GT(migrations, 0u);
@@ -193,14 +212,14 @@ TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
 // deliver every message exactly once and in order.
 TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   MessengerOptions o = test_options(1);
-  o.transport.common.inject.socket_failures = 50;
+  o.transport.common.inject.socket_failures = fault_every(50);
   o.transport.common.inject.seed = 7;
   log::set_level(log::Subsys::session, 0);
   log::set_level(log::Subsys::transport, 0);
   Verifier va(false), vb(false);  // outlive the messengers
   auto a = make_messenger({entity_type::osd, 1}, o);
   auto b = make_messenger({entity_type::osd, 2}, o);
-  constexpr std::uint64_t kCount = 50000;
+  constexpr std::uint64_t kCount = volume(50000);
   va.target = vb.target = kCount;
   a->set_default_policy(Policy::lossless_peer());
   b->set_default_policy(Policy::lossless_peer());

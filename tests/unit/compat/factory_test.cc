@@ -44,6 +44,35 @@ TEST(Factory, TypedOptionsFollowTheConfig) {
   EXPECT_EQ(messenger_name(load("", "client.admin")).num, -1);
 }
 
+// Every limit of docs/security.md reaches the struct its enforcer reads, on
+// both stacks (the RDMA stack takes frame limits from RdmaOptions::common).
+TEST(Factory, LimitOptionsReachTheMessengerAndBothStacks) {
+  const Config c = load(
+      "[global]\n ms max connections = 7\n ms max undispatched bytes per connection = 3M\n"
+      " ms max queued send bytes per connection = 5M\n ms dispatch throttle bytes = 9M\n"
+      " ms max frame size = 2M\n ms max segment size = 1M\n ms max control frame size = 8K\n"
+      " ms connection ready timeout = 4\n ms connection idle timeout = 60\n");
+  const MessengerOptions m = messenger_options(c);
+  EXPECT_EQ(m.ms_max_connections, 7u);
+  EXPECT_EQ(m.ms_max_undispatched_bytes_per_connection, 3u << 20);
+  EXPECT_EQ(m.ms_max_queued_send_bytes_per_connection, 5u << 20);
+  EXPECT_EQ(m.ms_dispatch_throttle_bytes, 9u << 20);
+  EXPECT_EQ(m.ms_connection_ready_timeout, std::chrono::seconds(4));
+  EXPECT_EQ(m.ms_connection_idle_timeout, std::chrono::seconds(60));
+  for (const proto::FrameLimits& l : {m.transport.common.frame_limits, tcp_options(c).common.frame_limits,
+                                      rdma_options(c).common.frame_limits}) {
+    EXPECT_EQ(l.max_frame, 2u << 20);
+    EXPECT_EQ(l.max_segment, 1u << 20);
+    EXPECT_EQ(l.max_control_payload, 8u << 10);
+  }
+  // The defaults are the documented ones (docs/security.md).
+  const MessengerOptions d = messenger_options(load(""));
+  EXPECT_EQ(d.ms_max_connections, 0u);
+  EXPECT_EQ(d.ms_max_undispatched_bytes_per_connection, 32u << 20);
+  EXPECT_EQ(d.ms_max_queued_send_bytes_per_connection, 0u) << "off: Ceph callers ignore send_message()'s result";
+  EXPECT_EQ(d.ms_dispatch_throttle_bytes, 100u << 20);
+}
+
 TEST(Factory, MsTypeSelectsTheStack) {
   EXPECT_EQ(create_stack(load("[global]\nms type = async+posix\n"), Purpose::public_network)->type(),
             "async+posix");

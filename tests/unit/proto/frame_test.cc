@@ -504,15 +504,15 @@ TEST(FrameMalformed, OversizeLengths) {
   // Control frame: one byte over.
   Failure e = expect_error(preamble(1, 1, {1001, 0, 0, 0}), FrameRev::rev1, limits);
   EXPECT_EQ(e.code, errc::frame_too_large);
-  EXPECT_EQ(e.reason, "control frame payload over the limit");
+  EXPECT_EQ(e.reason, "control frame payload over the limit (1001 bytes > ms_max_control_frame_size 1000)");
   // Control frames count every segment.
   e = expect_error(preamble(7, 2, {600, 401, 0, 0}), FrameRev::rev1, limits);
   EXPECT_EQ(e.code, errc::frame_too_large);
   // MESSAGE: the control limit does not apply, the segment limit does.
   e = expect_error(preamble(17, 4, {41, 0, 0, (1 << 20) + 1}), FrameRev::rev1, limits);
-  EXPECT_EQ(e.reason, "message segment over the limit");
+  EXPECT_EQ(e.reason, "message segment over the limit (1048577 bytes > ms_max_segment_size 1048576)");
   e = expect_error(preamble(17, 4, {1 << 20, 1 << 20, 1 << 20, 1}), FrameRev::rev0, limits);
-  EXPECT_EQ(e.reason, "frame over the limit");
+  EXPECT_EQ(e.reason, "frame over the limit (3145729 bytes > ms_max_frame_size 3145728)");
   // The largest u32 lengths do not overflow the sum.
   e = expect_error(preamble(17, 4, {~0u, ~0u, ~0u, ~0u}), FrameRev::rev1, FrameLimits{});
   EXPECT_EQ(e.code, errc::frame_too_large);

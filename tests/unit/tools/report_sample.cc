@@ -23,6 +23,14 @@ int main(int argc, char** argv) {
   r.msgs_per_second = {480, 520};
   r.verify = argc > 2;
   r.verified.checked = 1000;
+  if (r.verify) {  // the verify variant also carries the resource samples (tests/soak reads them)
+    r.resources.present = true;
+    r.resources.have_before = r.resources.have_after = true;
+    r.resources.before = {-1, 5, 6000, {}};
+    r.resources.per_second = {{1, 40, 12000, {{"qps_active", 4}, {"connections", 4}}},
+                              {2, 40, 12100, {{"qps_active", 4}, {"connections", 4}}}};
+    r.resources.after = {2, 30, 12100, {{"qps_active", 0}, {"connections", 0}}};
+  }
   if (what == "json") write_json(std::cout, r);
   else if (what == "svg") write_svg(std::cout, r);
   else write_table(std::cout, r);
