@@ -131,6 +131,7 @@ class ConnectionImpl final : public Connection {
   // --- READY data path (connection_io.cc) ---
   void drain_inbox();
   void flush();
+  std::size_t transport_high_water() const;
   void send_frame(proto::Frame&& f);
   void receive_ready_frame(proto::Frame&& f);
   void receive_message(proto::Frame&& f);
@@ -192,6 +193,14 @@ class ConnectionImpl final : public Connection {
   bool once_ready_ = false;
   bool paused_ = false;
   bool pending_keepalive_ = false;  // requested before READY
+  // The newest KEEPALIVE2 stamp not yet answered because the transport's
+  // send queue was full (a peer that sends keepalives and never reads must
+  // not grow our queue by one ack per keepalive): one ack, the latest, goes
+  // out when the queue drains (flush()).
+  std::optional<proto::UTime> pending_keepalive_ack_;
+  // Our place in the throttle's line while paused (0: not waiting;
+  // MessengerCore::add_waiter).
+  std::uint64_t wait_ticket_ = 0;
   std::chrono::nanoseconds idle_for_{0};
   session::ReconnectBackoff backoff_;
   std::unique_ptr<boost::asio::steady_timer> timer_;       // ready timeout / backoff

@@ -106,9 +106,19 @@ void ConnectionImpl::send_frame(proto::Frame&& f) {
   }
 }
 
+// Transport queue level above which flush() stops handing messages over
+// (they wait in outq_) and keepalive acks are coalesced: the stack's
+// ms_send_queue_high_water, past which it reports backpressure and later
+// calls on_writable().
+std::size_t ConnectionImpl::transport_high_water() const {
+  return core_->options.transport.common.send_queue_high_water;
+}
+
 void ConnectionImpl::flush() {
   if (state_ != State::ready || !conn_) return;
-  const std::size_t high_water = 4u << 20;
+  const std::size_t high_water = transport_high_water();
+  if (pending_keepalive_ack_ && conn_->queued_bytes() <= high_water)
+    send_frame(session::encode(session::Keepalive2Ack{*std::exchange(pending_keepalive_ack_, std::nullopt)}));
   const bool lossless = !lossy_;
   while (outq_.has_pending() && conn_ && conn_->queued_bytes() < high_water) {
     bool replayed = false;
@@ -166,6 +176,15 @@ void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
     case proto::Tag::keepalive2: {
       session::Keepalive2 k;
       if (!session::decode(f, k, why)) break;
+      if (conn_ && conn_->queued_bytes() > transport_high_water()) {
+        // The peer is not reading what we send: answer only its newest
+        // keepalive, once the queue drains (flush(), from on_writable).
+        if (!pending_keepalive_ack_)
+          SIPHON_LOG(session, 5, "{}: send queue full, coalescing keepalive acks", describe());
+        pending_keepalive_ack_ = k.timestamp;
+        return;
+      }
+      pending_keepalive_ack_.reset();
       send_frame(session::encode(session::Keepalive2Ack{k.timestamp}));
       return;
     }
@@ -315,7 +334,8 @@ void ConnectionImpl::pause_for_budget() {
     if (conn_) conn_->pause_receive(true);
     SIPHON_TRACE(session, "throttled: pausing receive");
   }
-  core_->add_waiter(ConnectionImplRef(this));
+  // Keeps our place in line if we were already waiting (woken, still full).
+  wait_ticket_ = core_->add_waiter(ConnectionImplRef(this), wait_ticket_);
   if (!over_budget()) core_->wake_waiters();  // released while we registered
 }
 
@@ -329,6 +349,7 @@ void ConnectionImpl::try_resume() {
         return;
       }
       self->paused_ = false;
+      self->wait_ticket_ = 0;  // served: a later pause waits at the back
       if (self->conn_) self->conn_->pause_receive(false);
     });
   });

@@ -167,20 +167,22 @@ void MessengerCore::wait_all_closed() {
   sessions_.clear();
 }
 
-void MessengerCore::add_waiter(const ConnectionImplRef& c) {
+std::uint64_t MessengerCore::add_waiter(const ConnectionImplRef& c, std::uint64_t ticket) {
   std::lock_guard l(waiters_mtx_);
-  waiters_.push_back(c);
+  if (ticket == 0) ticket = next_ticket_++;
+  waiters_[ticket] = c;
   has_waiters.store(true, std::memory_order_release);
+  return ticket;
 }
 
 void MessengerCore::wake_waiters() {
-  std::vector<ConnectionImplRef> w;
+  std::map<std::uint64_t, ConnectionImplRef> w;
   {
     std::lock_guard l(waiters_mtx_);
     w.swap(waiters_);
     has_waiters.store(false, std::memory_order_release);
   }
-  for (auto& c : w) c->try_resume();
+  for (auto& [ticket, c] : w) c->try_resume();  // oldest first
 }
 
 std::shared_ptr<void> MessengerCore::take_accept_slot() {

@@ -108,7 +108,13 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   void wait_all_closed();
 
   // --- throttles: a connection over budget waits here ---
-  void add_waiter(const ConnectionImplRef& c);
+  // Waiters are woken in the order they first began to wait: a connection
+  // that is woken but finds the budget full again keeps its `ticket` (its
+  // place in line); one that resumed and overfilled the budget comes back
+  // with a new one (0 = none yet). Returns the ticket. Without this, a
+  // connection with a backlog of frames (a flood) won every wake-up and a
+  // well-behaved peer on the same throttle waited seconds per message.
+  std::uint64_t add_waiter(const ConnectionImplRef& c, std::uint64_t ticket = 0);
   void wake_waiters();
   std::atomic<std::uint64_t> dispatch_bytes{0};
   std::atomic<bool> has_waiters{false};
@@ -137,7 +143,8 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   std::set<ConnectionImplRef> live_;
 
   std::mutex waiters_mtx_;
-  std::vector<ConnectionImplRef> waiters_;
+  std::map<std::uint64_t, ConnectionImplRef> waiters_;  // by ticket
+  std::uint64_t next_ticket_ = 1;
 };
 
 }  // namespace siphon::detail

@@ -55,6 +55,10 @@ struct MessengerStats {
   std::uint64_t session_migrations = 0;   // sessions moved to another worker with a peer's new socket
   std::uint64_t connections_refused = 0;  // accepted sockets closed at once: ms_max_connections reached
   std::uint64_t send_queue_full = 0;      // send_message() calls refused: ms_max_queued_send_bytes_per_connection
+  // Gauges (current values, not monotonic):
+  std::uint64_t connections = 0;          // connections open or closing (sessions and handshakes)
+  std::uint64_t undispatched_bytes = 0;   // received message bytes queued for dispatch (what
+                                          // ms_dispatch_throttle_bytes bounds)
 };
 
 class Messenger {

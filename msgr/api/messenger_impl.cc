@@ -149,6 +149,8 @@ class MessengerImpl final : public Messenger {
     s.session_migrations = c.session_migrations.load();
     s.connections_refused = c.connections_refused.load();
     s.send_queue_full = c.send_queue_full.load();
+    s.connections = core_->live_count();
+    s.undispatched_bytes = core_->dispatch_bytes.load(std::memory_order_acquire);
     return s;
   }
 

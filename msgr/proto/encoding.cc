@@ -100,6 +100,15 @@ void Encoder::append_to(BufferList& out) {
 
 BufferList Encoder::take() {
   BufferList out;
+  if (shared_.empty() && !buf_.empty()) {
+    // One exact-size segment: control payloads are a few bytes, and a queued
+    // frame must not pin a whole BufferList chunk (4 KiB) for them.
+    out.append(BufferPtr(buf_.data(), buf_.size()));
+    buf_.clear();
+    shared_bytes_ = 0;
+    ++generation_;
+    return out;
+  }
   append_to(out);
   return out;
 }

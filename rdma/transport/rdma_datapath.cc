@@ -109,13 +109,19 @@ void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::B
 void RdmaConnection::pause_receive(bool paused) {
   paused_ = paused;
   if (paused_ || !started_) return;
+  // Oldest bytes first: frames already decoded, then queued stream bytes,
+  // and only then the held receives -- one at a time, stopping as soon as
+  // the handler pauses us again. A held receive processed is a credit
+  // returned; processing them all up front (as this did) returned a window
+  // of credits per resume while the handler took one frame before pausing
+  // again, so a peer flooding small frames grew inq_ without bound.
+  deliver_frames();
+  drain_inbound();
   while (!held_.empty() && !paused_ && handler_ != nullptr) {
     auto [wc, ctx] = held_.front();
     held_.pop_front();
-    process_recv(wc, ctx);
+    process_recv(wc, ctx);  // feeds what it can (drain_inbound)
   }
-  deliver_frames();
-  drain_inbound();
 }
 
 // ----------------------------------------------------------------- send

@@ -541,5 +541,20 @@ TEST(UTime, Print) {
   EXPECT_EQ((UTime{0, 999999999}).to_string(), "0.999999999");
 }
 
+// A small payload is one exact-size segment: a queued control frame (e.g. a
+// KEEPALIVE2_ACK) must not pin a whole 4 KiB BufferList chunk for 8 bytes
+// (found by the keepalive-flood hostile-peer test).
+TEST(Encoder, TakeReturnsAnExactSizeSegment) {
+  Encoder e;
+  e.u64(42);
+  const BufferList bl = e.take();
+  ASSERT_EQ(bl.length(), 8u);
+  ASSERT_EQ(bl.ptrs().size(), 1u);
+  EXPECT_EQ(bl.ptrs().front().segment()->capacity(), 8u);
+  // The encoder is reusable afterwards.
+  e.u32(7);
+  EXPECT_EQ(e.take().length(), 4u);
+}
+
 }  // namespace
 }  // namespace siphon::proto

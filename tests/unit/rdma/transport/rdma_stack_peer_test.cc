@@ -159,6 +159,7 @@ TEST_P(HostilePeer, FaultsOnlyItsConnection) {
   const Lie& lie = GetParam();
   Pair p;  // the server; its client stack is the healthy bystander
   ASSERT_NO_FATAL_FAILURE(p.connect());
+  const std::size_t registered0 = p.server->registered_bytes();
   auto raw_provider = soft::make_provider();
   {
     RawPeer raw(*raw_provider);
@@ -190,9 +191,22 @@ TEST_P(HostilePeer, FaultsOnlyItsConnection) {
   Duplex fresh;
   ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, fresh));
   fresh.close();
+  // The memory bound: the lie made the server pull nothing into memory it
+  // keeps. The pools grow in 64-buffer slabs up to their caps; the three
+  // connections of this test (bystander, liar, fresh) fit in one slab each
+  // way, and once they are closed every pool buffer and QP is back.
+  const std::size_t registered = p.server->registered_bytes();
+  const auto& o = p.server->options();
+  const std::size_t growth_bound = 2 * 64 * o.buffer_size;
   p.close_main();
   EXPECT_TRUE(no_leaks(*p.server));
   EXPECT_EQ(p.server->counters().snapshot().at("qps_active"), 0u);
+  EXPECT_LE(registered - registered0, growth_bound);
+  std::printf("hostile-bound rdma peer %s: registered bytes grew %zu <= %zu B; after close: %zu connections, "
+              "%zu pool buffers in use, %llu QPs (all must be 0)\n",
+              lie.name, registered - registered0, growth_bound, p.server->connection_count(),
+              p.server->buffers_in_use(),
+              static_cast<unsigned long long>(p.server->counters().snapshot().at("qps_active")));
 }
 
 SendHeader header(SendType t, std::uint32_t length, std::uint64_t id = 1, std::uint16_t credits = 0) {

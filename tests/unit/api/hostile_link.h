@@ -1,0 +1,457 @@
+// Byte-level hostile peers for tests/unit/api/hostile_test.cc: a Link moves
+// raw msgr2 stream bytes to a messenger, over a plain TCP socket or -- in the
+// RDMA build -- over a raw RC queue pair on the software fabric that speaks
+// the RDMA stack's SEND framing (SendHeader + stream bytes) and its credit
+// protocol, but does with them whatever the test says (trickle, flood, hold
+// credits back, advertise regions it never registered). A RawClient drives
+// the msgr2 banner and the client handshake (msgr/session's state machine)
+// over a Link, so the same attacks run on both stacks.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "msgr/proto/control.h"
+#include "msgr/proto/frame.h"
+#include "msgr/session/handshake.h"
+#ifdef SIPHON_TEST_RDMA
+#include "rdma/provider.h"
+#include "rdma/soft/soft_provider.h"
+#include "rdma/transport/credits.h"
+#include "rdma/transport/wire.h"
+#endif
+
+namespace siphon::test {
+
+using namespace std::chrono_literals;
+
+class Link {
+ public:
+  virtual ~Link() = default;
+  // Hands `bytes` to the peer in order (TCP: written; RDMA: SENDs of at most
+  // the peer's buffer size). False once the connection is dead.
+  virtual bool send(std::string_view bytes) = 0;
+  // Appends what arrived to `out`; waits up to `timeout` for something.
+  // False once the connection is dead (peer closed, error).
+  virtual bool recv(std::string& out, std::chrono::milliseconds timeout) = 0;
+  // Waits for the peer to close the connection, draining what it sends.
+  bool closed_by_peer(std::chrono::milliseconds timeout = 20s) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    std::string sink;
+    while (std::chrono::steady_clock::now() < end) {
+      if (!recv(sink, 50ms)) return true;
+      sink.clear();
+    }
+    return false;
+  }
+};
+
+// --- TCP ------------------------------------------------------------------------
+
+class TcpLink final : public Link {
+ public:
+  explicit TcpLink(const NetAddress& to) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    ok_ = fd_ >= 0 && ::connect(fd_, to.sockaddr_ptr(), to.sockaddr_len()) == 0;
+  }
+  ~TcpLink() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  bool connected() const { return ok_; }
+  bool send(std::string_view s) override {
+    std::size_t off = 0;
+    while (ok_ && off < s.size()) {
+      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        ok_ = false;
+        break;
+      }
+      off += static_cast<std::size_t>(n);
+    }
+    return ok_;
+  }
+  bool recv(std::string& out, std::chrono::milliseconds timeout) override {
+    if (!ok_) return false;
+    pollfd p{fd_, POLLIN, 0};
+    const int r = ::poll(&p, 1, static_cast<int>(timeout.count()));
+    if (r <= 0) return true;
+    char buf[65536];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n <= 0) return ok_ = false;
+    out.append(buf, static_cast<std::size_t>(n));
+    return true;
+  }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+#ifdef SIPHON_TEST_RDMA
+// --- RDMA (software fabric) --------------------------------------------------------
+
+class RdmaLink final : public Link {
+ public:
+  static constexpr std::uint32_t kRecvSize = 4096;
+  static constexpr std::uint32_t kCredits = 8;
+  static constexpr std::uint32_t kSlots = kCredits + rdma::kUpdateSlots;
+  static constexpr std::uint64_t kSendId = 1u << 20;
+  static constexpr std::uint64_t kUpdateId = kSendId + 1;
+
+  explicit RdmaLink(rdma::Provider& prov) : prov_(prov) {}
+  ~RdmaLink() override {
+    if (id_) (void)id_->disconnect();
+    qp_.reset();
+    id_.reset();
+  }
+
+  // Never give the server its credits back (it must stop sending to us and
+  // keep everyone else going).
+  bool hold_credits = false;
+
+  ::testing::AssertionResult connect(const NetAddress& to) {
+    using namespace rdma;
+    std::error_code ec;
+    ch_ = prov_.create_event_channel(ec);
+    if (!ch_) return fail("event channel", ec);
+    id_ = ch_->create_id(ec);
+    if (!id_) return fail("create_id", ec);
+    if ((ec = id_->resolve_addr(nullptr, to, 2000))) return fail("resolve_addr", ec);
+    if (!wait_cm(CmEventType::addr_resolved)) return ::testing::AssertionFailure() << "no ADDR_RESOLVED";
+    if ((ec = id_->resolve_route(2000))) return fail("resolve_route", ec);
+    if (!wait_cm(CmEventType::route_resolved)) return ::testing::AssertionFailure() << "no ROUTE_RESOLVED";
+    Device* dev = id_->device();
+    pd_ = dev->alloc_pd(ec);
+    cq_ = dev->create_cq(1024, ec);
+    if (!pd_ || !cq_) return fail("pd/cq", ec);
+    mr_ = pd_->reg_mr(mem_.data(), mem_.size(), kLocalWrite | kRemoteRead, ec);
+    if (!mr_) return fail("reg_mr", ec);
+    QpInit init;
+    init.send_cq = init.recv_cq = cq_.get();
+    init.caps.max_send_wr = 16;
+    init.caps.max_recv_wr = kSlots;
+    qp_ = id_->create_qp(*pd_, init, ec);
+    if (!qp_) return fail("create_qp", ec);
+    for (std::uint32_t i = 0; i < kSlots; ++i)
+      if ((ec = post_recv(i))) return fail("post_recv", ec);
+    ConnectInfo mine;
+    mine.update_slots = kUpdateSlots;
+    mine.credits = kCredits;
+    mine.recv_buffer_size = kRecvSize;
+    ConnParam param;
+    const auto b = mine.encode();
+    param.private_data.assign(b.begin(), b.end());
+    if ((ec = id_->connect(param))) return fail("connect", ec);
+    CmEvent ev;
+    if (!wait_cm(CmEventType::established, &ev)) return ::testing::AssertionFailure() << "not established";
+    if ((ec = ConnectInfo::decode(ev.private_data, server_))) return fail("server's ConnectInfo", ec);
+    credits_ = server_.credits;
+    ok_ = true;
+    return ::testing::AssertionSuccess();
+  }
+
+  bool send(std::string_view s) override {
+    const std::size_t room = std::min<std::size_t>(server_.recv_buffer_size, kSendArea) - rdma::SendHeader::kSize;
+    for (std::size_t off = 0; ok_ && off < s.size(); off += room) {
+      const std::string_view chunk = s.substr(off, room);
+      if (!send_raw(rdma::SendType::stream, chunk.size(), 0,
+                    {reinterpret_cast<const std::uint8_t*>(chunk.data()), chunk.size()}))
+        return false;
+    }
+    return ok_;
+  }
+
+  bool recv(std::string& out, std::chrono::milliseconds timeout) override {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    do {
+      const std::size_t before = rx_.size();
+      if (!progress()) break;
+      if (rx_.size() > before) break;
+      std::this_thread::sleep_for(200us);
+    } while (std::chrono::steady_clock::now() < end);
+    out += rx_;
+    rx_.clear();
+    return ok_;
+  }
+
+  // One SEND with a header the caller chooses (read_request lies and such).
+  // Waits for a data credit and for the completion.
+  bool send_raw(rdma::SendType type, std::size_t length, std::uint64_t id, std::span<const std::uint8_t> payload) {
+    using namespace rdma;
+    if (!ok_ || payload.size() + SendHeader::kSize > kSendArea) return false;
+    while (ok_ && credits_ == 0) {
+      if (!progress()) return false;
+      std::this_thread::sleep_for(100us);
+    }
+    --credits_;
+    SendHeader h;
+    h.type = type;
+    h.length = static_cast<std::uint32_t>(length);
+    h.id = id;
+    h.credits_returned = hold_credits ? 0 : static_cast<std::uint16_t>(std::exchange(owed_, 0));
+    h.encode(mem_.data());
+    if (!payload.empty()) std::memcpy(mem_.data() + SendHeader::kSize, payload.data(), payload.size());
+    return post_send_and_wait(static_cast<std::uint32_t>(SendHeader::kSize + payload.size()));
+  }
+
+  std::uint64_t region_addr(std::size_t off) const { return reinterpret_cast<std::uint64_t>(mem_.data() + off); }
+  std::uint32_t rkey() const { return mr_->rkey(); }
+  const rdma::ConnectInfo& server_info() const { return server_; }
+
+ private:
+  static constexpr std::size_t kSendArea = 16 * 1024;        // data SENDs
+  static constexpr std::size_t kRecvArea = kSendArea + 64;   // after the credit-update header
+
+  static ::testing::AssertionResult fail(const char* what, std::error_code ec) {
+    return ::testing::AssertionFailure() << what << ": " << ec.message();
+  }
+  std::error_code post_recv(std::uint32_t slot) {
+    const rdma::Sge sg{region_addr(kRecvArea + std::size_t{kRecvSize} * slot), kRecvSize, mr_->lkey()};
+    const rdma::RecvWr wr{slot, &sg, 1};
+    return qp_->post_recv({&wr, 1}, nullptr);
+  }
+  bool post_send_and_wait(std::uint32_t bytes) {
+    using namespace rdma;
+    const Sge sg{region_addr(0), bytes, mr_->lkey()};
+    SendWr wr;
+    wr.wr_id = kSendId;
+    wr.flags = kSignaled;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    send_done_ = false;
+    if (qp_->post_send({&wr, 1}, nullptr)) return ok_ = false;
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (!send_done_ && std::chrono::steady_clock::now() < end) {
+      if (!progress()) return false;
+      if (!send_done_) std::this_thread::sleep_for(50us);
+    }
+    return ok_ && send_done_;
+  }
+  // Processes completions and CM events; false once the connection is dead.
+  bool progress() {
+    using namespace rdma;
+    if (!ok_) return false;
+    CmEvent ev;
+    while (ch_->get_event(ev))
+      if (ev.type == CmEventType::disconnected) return ok_ = false;
+    Wc wc[32];
+    const std::size_t n = cq_->poll(wc);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (wc[i].status != WcStatus::success) return ok_ = false;
+      if (wc[i].wr_id == kSendId) {
+        send_done_ = true;
+        continue;
+      }
+      if (wc[i].wr_id == kUpdateId) {
+        update_inflight_ = false;
+        continue;
+      }
+      const auto slot = static_cast<std::uint32_t>(wc[i].wr_id);
+      const std::uint8_t* p = mem_.data() + kRecvArea + std::size_t{kRecvSize} * slot;
+      SendHeader h;
+      if (SendHeader::decode({p, wc[i].byte_len}, h)) return ok_ = false;
+      credits_ += h.credits_returned;
+      if (h.type == SendType::stream) rx_.append(reinterpret_cast<const char*>(p + SendHeader::kSize), h.length);
+      if (post_recv(slot)) return ok_ = false;
+      if (h.type != SendType::credit_update) ++owed_;
+    }
+    // Give credits back explicitly when half a window is owed (as the stack
+    // does), from a header area of its own: a data SEND may be in flight.
+    if (!hold_credits && !update_inflight_ && owed_ >= (kCredits + 1) / 2) {
+      SendHeader h;
+      h.type = SendType::credit_update;
+      h.credits_returned = static_cast<std::uint16_t>(std::exchange(owed_, 0));
+      h.encode(mem_.data() + kSendArea);
+      const Sge sg{region_addr(kSendArea), static_cast<std::uint32_t>(SendHeader::kSize), mr_->lkey()};
+      SendWr wr;
+      wr.wr_id = kUpdateId;
+      wr.flags = kSignaled;
+      wr.sg_list = &sg;
+      wr.num_sge = 1;
+      if (qp_->post_send({&wr, 1}, nullptr)) return ok_ = false;
+      update_inflight_ = true;
+    }
+    return ok_;
+  }
+  bool wait_cm(rdma::CmEventType type, rdma::CmEvent* out = nullptr) {
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < end) {
+      rdma::CmEvent ev;
+      if (ch_->get_event(ev)) {
+        if (ev.type != type) return false;
+        if (out != nullptr) *out = std::move(ev);
+        return true;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
+
+  rdma::Provider& prov_;
+  std::unique_ptr<rdma::EventChannel> ch_;
+  std::unique_ptr<rdma::CmId> id_;
+  std::unique_ptr<rdma::ProtectionDomain> pd_;
+  std::unique_ptr<rdma::CompletionQueue> cq_;
+  std::unique_ptr<rdma::QueuePair> qp_;
+  // [data SEND area][credit-update header][kSlots receive buffers]
+  std::vector<std::uint8_t> mem_ = std::vector<std::uint8_t>(kRecvArea + std::size_t{kRecvSize} * kSlots);
+  std::unique_ptr<rdma::MemoryRegion> mr_;
+  rdma::ConnectInfo server_;
+  std::uint32_t credits_ = 0, owed_ = 0;
+  bool ok_ = false, send_done_ = false, update_inflight_ = false;
+  std::string rx_;
+};
+
+inline rdma::Provider& raw_provider() {
+  static const std::unique_ptr<rdma::Provider> p = rdma::soft::make_provider();
+  return *p;
+}
+#endif
+
+inline std::unique_ptr<Link> open_link(const NetAddress& to) {
+#ifdef SIPHON_TEST_RDMA
+  auto l = std::make_unique<RdmaLink>(raw_provider());
+  const auto r = l->connect(to);
+  EXPECT_TRUE(r);
+  if (!r) return nullptr;
+  return l;
+#else
+  auto l = std::make_unique<TcpLink>(to);
+  EXPECT_TRUE(l->connected());
+  if (!l->connected()) return nullptr;
+  return l;
+#endif
+}
+
+// --- msgr2 over a Link ---------------------------------------------------------------
+
+// A client that speaks msgr2 over a Link only as far as the test wants.
+class RawClient {
+ public:
+  explicit RawClient(std::unique_ptr<Link> link) : link_(std::move(link)) {}
+  Link& link() { return *link_; }
+  bool ok() const { return link_ != nullptr; }
+
+  static std::string banner() { return proto::encode_banner(proto::Banner{}).to_string(); }
+  std::string wire(const proto::Frame& f) const { return proto::encode_frame(f, rev_).to_string(); }
+  bool send(std::string_view bytes) { return link_->send(bytes); }
+  bool send(const proto::Frame& f) { return link_->send(wire(f)); }
+
+  // Sends our banner and reads the server's.
+  ::testing::AssertionResult exchange_banners() {
+    if (!send(banner())) return ::testing::AssertionFailure() << "banner not sent";
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while (std::chrono::steady_clock::now() < end) {
+      const BufferList bl = BufferList::copy_of(rx_);
+      const proto::BannerResult r = proto::decode_banner(bl);
+      if (r.error) return ::testing::AssertionFailure() << "server banner: " << r.reason;
+      if (r.consumed > 0) {
+        const auto n = proto::negotiate(proto::Banner{}, r.banner);
+        if (!n) return ::testing::AssertionFailure() << "banner features conflict";
+        rev_ = n->rev;
+        decoder_.emplace(rev_, proto::FrameLimits{});
+        decoder_->feed(rx_.data() + r.consumed, rx_.size() - r.consumed);
+        rx_.clear();
+        return ::testing::AssertionSuccess();
+      }
+      if (!link_->recv(rx_, 50ms)) return ::testing::AssertionFailure() << "closed during the banner exchange";
+    }
+    return ::testing::AssertionFailure() << "no banner from the server";
+  }
+
+  // The next frame from the server (nullopt: closed, malformed or timeout).
+  std::optional<proto::Frame> next_frame(std::chrono::milliseconds timeout = 20s) {
+    const auto end = std::chrono::steady_clock::now() + timeout;
+    for (;;) {
+      proto::Frame f;
+      const auto st = decoder_->next(f);
+      if (st == proto::FrameDecoder::Status::frame) return f;
+      if (st == proto::FrameDecoder::Status::error) return std::nullopt;
+      if (std::chrono::steady_clock::now() > end) return std::nullopt;
+      std::string got;
+      if (!link_->recv(got, 50ms)) return std::nullopt;
+      if (!got.empty()) decoder_->feed(got.data(), got.size());
+    }
+  }
+
+  // Runs the client handshake until it has sent CLIENT_IDENT or
+  // SESSION_RECONNECT, and returns the tag of the server's answer to it.
+  std::optional<proto::Tag> reply_to_ident(session::ClientHandshake& hs) {
+    session::Step st = hs.start();
+    for (;;) {
+      for (const auto& f : st.send)
+        if (!send(f)) return std::nullopt;
+      if (st.outcome != session::Step::Outcome::none) return std::nullopt;
+      auto f = next_frame();
+      if (!f) return std::nullopt;
+      if (hs.state() == session::ClientHandshake::State::ident_wait) return f->tag;
+      st = hs.on_frame(*f);
+    }
+  }
+
+  // Runs the client handshake until it is ready, faults, or (when
+  // `stop_at_reset`) the server answers SESSION_RESET. Returns the last step.
+  session::Step handshake(session::ClientHandshake& hs, bool stop_at_reset = false) {
+    session::Step st = hs.start();
+    for (;;) {
+      for (const auto& f : st.send)
+        if (!send(f)) return session::Step::fault(errc::not_connected, "send failed");
+      if (st.outcome != session::Step::Outcome::none || (stop_at_reset && st.session_reset)) return st;
+      auto f = next_frame();
+      if (!f) return session::Step::fault(errc::not_connected, "no frame from the server");
+      st = hs.on_frame(*f);
+    }
+  }
+
+ private:
+  std::unique_ptr<Link> link_;
+  proto::FrameRev rev_ = proto::FrameRev::rev1;
+  std::optional<proto::FrameDecoder> decoder_;
+  std::string rx_;
+};
+
+// An identity for a raw client: a client entity at 127.0.0.1 with its own
+// nonce (so it never collides with a real client's session).
+inline session::LocalIdentity raw_identity(std::uint32_t nonce, std::int64_t gid = 1000) {
+  session::LocalIdentity me;
+  me.entity_type = proto::kEntityTypeClient;
+  me.gid = gid;
+  me.nonce = nonce;
+  me.addrs = proto::EntityAddrVec(
+      proto::EntityAddr(proto::AddrType::msgr2, NetAddress::parse("127.0.0.1:1").value(), nonce));
+  me.auth_name = proto::EntityName{proto::kEntityTypeClient, "admin"};
+  return me;
+}
+
+inline session::HandshakeServices raw_services() {
+  session::HandshakeServices s;
+  auto rng = std::make_shared<std::mt19937_64>(std::random_device{}());
+  auto gseq = std::make_shared<std::uint64_t>(0);
+  s.next_global_seq = [gseq](std::uint64_t at_least) { return *gseq = std::max(*gseq, at_least) + 1; };
+  s.random_cookie = [rng] { return (*rng)() | 1; };
+  s.policy_for = [](std::uint8_t) { return session::PolicyView{}; };
+  s.new_global_id = [] { return std::uint64_t{1}; };
+  return s;
+}
+
+inline session::PolicyView lossless_client_view() {
+  session::PolicyView p;
+  p.lossy = false;
+  p.server = false;
+  p.features_supported = proto::features::kSupported;
+  return p;
+}
+
+}  // namespace siphon::test
