@@ -166,6 +166,24 @@ def main():
             expect(took < 6, f"took {took:.1f} s with --connect-timeout 3")
 
         c.check("stopped mon: clear error and non-zero exit within --connect-timeout", stopped_mon)
+
+        def cephx_mon():
+            xdir = os.path.join(tmp, "cephx")
+            p = subprocess.run([FIXTURE, "start", xdir, "--cephx"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=120)
+            try:
+                expect(p.returncode == 0, f"the cephx mon did not start: {p.stdout.decode()}")
+                conf = os.path.join(xdir, "ceph.conf")
+                # The real ceph CLI gets in with the keyring: the mon is up.
+                rc, _, err = run(["ceph", "-c", conf, "--connect-timeout", "10", "fsid"])
+                expect(rc == 0, f"ceph with cephx: exit {rc}: {err}")
+                rc, out, err = run([SIPHON, "-c", conf, "--connect-timeout", "10", "status"], timeout=30)
+                expect(rc != 0 and out == "", f"siphon-ceph against a cephx mon: exit {rc}, output {out!r}")
+                expect("this cluster requires cephx; Siphon supports auth none" in err, err)
+            finally:
+                subprocess.run([FIXTURE, "stop", xdir], timeout=60)
+
+        c.check("a mon that requires cephx: clear message, non-zero exit", cephx_mon)
         print(f"{c.passed} passed, {c.failed} failed")
         return 0 if c.failed == 0 else 1
     finally:
