@@ -43,6 +43,7 @@ transport::TransportOptions common_options(const Config& c) {
   t.inject.delay_type = c.get<Opt::ms_inject_delay_type>();
   t.inject.delay_max = c.get<Opt::ms_inject_delay_max>();
   t.inject.delay_probability = c.get<Opt::ms_inject_delay_probability>();
+  t.inject.corruption_probability = c.get<Opt::ms_inject_corruption_probability>();
   return t;
 }
 
@@ -58,8 +59,9 @@ rdma::soft::SoftOptions soft_options(const Config& c) {
   f.delay.probability = c.get<Opt::ms_async_rdma_soft_inject_delay_probability>();
   f.delay_us = narrow<std::uint32_t>(static_cast<std::uint64_t>(
       std::max(0.0, c.get<Opt::ms_async_rdma_soft_inject_delay_max>()) * 1e6));
+  f.corrupt_data.probability = c.get<Opt::ms_async_rdma_soft_inject_corruption_probability>();
   const bool injecting = f.fail_post.enabled() || f.error_completion.enabled() || f.qp_to_err.enabled() ||
-                         f.link_drop.enabled() || f.delay.enabled();
+                         f.link_drop.enabled() || f.delay.enabled() || f.corrupt_data.enabled();
   f.seed = c.get<Opt::ms_async_rdma_soft_inject_seed>();
   if (f.seed == 0) {
     f.seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) | 1;

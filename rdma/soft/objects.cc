@@ -457,7 +457,8 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& o) {
            o.faults.error_completion.probability < 0 || o.faults.error_completion.probability > 1 ||
            o.faults.qp_to_err.probability < 0 || o.faults.qp_to_err.probability > 1 ||
            o.faults.link_drop.probability < 0 || o.faults.link_drop.probability > 1 ||
-           o.faults.delay.probability < 0 || o.faults.delay.probability > 1)
+           o.faults.delay.probability < 0 || o.faults.delay.probability > 1 ||
+           o.faults.corrupt_data.probability < 0 || o.faults.corrupt_data.probability > 1)
     bad = "fault probabilities must be within 0..1";
   else if (o.faults.completion_error == WcStatus::success)
     bad = "faults.completion_error must be an error status";

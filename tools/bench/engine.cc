@@ -335,17 +335,21 @@ class BenchClient {
     }
     return t;
   }
-  // Faults and reconnects of every messenger in this process.
-  std::pair<std::uint64_t, std::uint64_t> faults() const {
-    std::uint64_t f = 0, rc = 0;
+  // Faults, reconnects and CRC rejections of every messenger in this process.
+  struct FaultTotals {
+    std::uint64_t faults = 0, reconnects = 0, crc_errors = 0;
+  };
+  FaultTotals faults() const {
+    FaultTotals t;
     auto add = [&](const MessengerStats& st) {
-      f += st.faults;
-      rc += st.reconnects;
+      t.faults += st.faults;
+      t.reconnects += st.reconnects;
+      t.crc_errors += st.crc_errors;
     };
     for (const auto& c : conns_)
       if (c->msgr) add(c->msgr->stats());
     if (peer_stats_) add(peer_stats_());
-    return {f, rc};
+    return t;
   }
   Op request_op() const noexcept {
     return a_.pattern == Pattern::echo ? Op::echo : a_.pattern == Pattern::sink ? Op::sink : Op::source;
@@ -726,7 +730,7 @@ Result BenchClient::run() {
   SteadyClock::time_point win_end;
   Totals w1;
   CpuTimes cpu1;
-  std::pair<std::uint64_t, std::uint64_t> faults1;
+  FaultTotals faults1;
   for (unsigned k = 1;; ++k) {
     auto tick = win_start + std::chrono::seconds(k);
     if (timed) tick = std::min(tick, planned_end);
@@ -802,8 +806,9 @@ Result BenchClient::run() {
   r.seconds = std::chrono::duration<double>(win_end - win_start).count();
   r.messages = w1.completed - w0.completed;
   r.bytes = w1.bytes - w0.bytes;
-  r.faults = faults1.first - faults0.first;
-  r.reconnects = faults1.second - faults0.second;
+  r.faults = faults1.faults - faults0.faults;
+  r.reconnects = faults1.reconnects - faults0.reconnects;
+  r.crc_errors = faults1.crc_errors - faults0.crc_errors;
   r.client_cpu = to_side(cpu1 - cpu0);
   r.server_cpu = to_side(CpuTimes{server.user_ns, server.system_ns});
   r.verify = a_.verify;
