@@ -951,6 +951,9 @@ RunOutcome run_loopback(const RunSetup& s) {
                        [server_msgr] { return server_msgr->stats(); }, server.stack.get());
     if (!client.connect(out.error, out.unavailable)) return out;
     Result r = client.run();
+    // Both stacks of this process, summed (async+rdma only; empty for TCP).
+    r.stack_counters = client.counters();
+    for (const auto& [name, value] : stack_counters(*server.stack)) r.stack_counters[name] += value;
     client_stack = client.stack();
     r.mode = out.result.mode;
     r.pattern = out.result.pattern;
