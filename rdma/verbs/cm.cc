@@ -127,16 +127,23 @@ std::error_code ready_user_qp(IdRef& ref, std::optional<std::uint8_t> resp_res,
     why = "the id has no QP";
     return errc::invalid_argument;
   }
-  const VerbsPath& path = *ref.path;
+  VerbsPath path = *ref.path;
   auto failed = [&](std::error_code ec) {
     qp_to_err(ref);
     return ec;
   };
+  if (ref.sl) path.sl = *ref.sl;
   if (auto ec = cm_transition(ref, IBV_QPS_INIT, "INIT", why, [](ibv_qp_attr&, int&) {}))
     return failed(ec);
   ibv_port_attr port{};
   const bool ib_link = ::ibv_query_port(ref.id->verbs, ref.id->port_num, &port) == 0 &&
                        port.link_layer == IBV_LINK_LAYER_INFINIBAND;
+  if (!ib_link && path.sl > 7) {
+    why = fmt::format("ms_async_rdma_sl = {} is out of range for RoCE on {} (0-7: the 802.1p "
+                      "priority)",
+                      path.sl, path.device);
+    return failed(make_error_code(errc::config_error));
+  }
   CmPathAttr proposed, applied;
   auto rtr = [&](ibv_qp_attr& a, int& mask) {
     // librdmacm's workaround for an old rdma_ucm bug: bits 21-24 are RoCE's.
@@ -346,10 +353,10 @@ class VerbsCmId final : public CmId {
     return ::rdma_disconnect(id()) == 0 ? std::error_code{} : cm_errno();
   }
 
-  // rdma_set_option: the TOS byte (RoCEv2 traffic class; the kernel also
-  // derives the egress priority, hence the SL, from it) and the ACK
-  // timeout. librdmacm has no per-id service-level option (on IB the SL
-  // comes from the SA path record), so a service level is reported back.
+  // rdma_set_option: the TOS byte (RoCEv2 traffic class) and the ACK
+  // timeout. librdmacm has no per-id service-level option; the provider
+  // writes the service level into the QP's path itself (user-managed QPs,
+  // IB and RoCE), else it is reported back as not applied.
   std::error_code set_qos(const CmQos& qos, std::string* not_applied) override {
     if (not_applied != nullptr) not_applied->clear();
     if (qos.traffic_class) {
@@ -368,7 +375,13 @@ class VerbsCmId final : public CmId {
       if (::rdma_set_option(id(), RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT, &t, sizeof t) != 0)
         missing = "ack_timeout";
     }
-    if (qos.service_level) missing += missing.empty() ? "service_level" : ", service_level";
+    if (qos.service_level) {
+      if (*qos.service_level > 15) return errc::invalid_argument;
+      // Used at RTR by user-managed QPs (the id may not know its device yet).
+      ref_->sl = *qos.service_level;
+      if (id()->verbs != nullptr && !user_managed())
+        missing += missing.empty() ? "service_level" : ", service_level";
+    }
     if (not_applied != nullptr) *not_applied = std::move(missing);
     return {};
   }

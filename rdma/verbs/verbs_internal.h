@@ -115,6 +115,7 @@ struct IdRef {
   ibv_qp* qp = nullptr;                // the user-managed QP (not id->qp)
   std::optional<VerbsPath> path;       // set with `qp`
   std::optional<CmPathReport> applied; // after RTR
+  std::optional<std::uint8_t> sl;      // CmId::set_qos: overrides path->sl
 };
 
 // ----------------------------------------------------------------- objects

@@ -792,7 +792,7 @@ class VerbsCmPath : public VerbsCm {
 
   // A provider with `o`, a listener on the test address and one connection
   // to it. client_result says whether the client got established.
-  void connect_pair(const VerbsPathOptions& o, Pair& p) {
+  void connect_pair(const VerbsPathOptions& o, Pair& p, const CmQos* qos = nullptr) {
     std::error_code ec;
     p.provider = make_provider(o, ec);
     ASSERT_TRUE(p.provider) << ec.message();
@@ -807,6 +807,9 @@ class VerbsCmPath : public VerbsCm {
     to.set_port(p.listener->local_address().port());
     p.client.id = p.cch->create_id(ec);
     ASSERT_TRUE(p.client.id) << ec.message();
+    if (qos != nullptr) {
+      ASSERT_FALSE(p.client.id->set_qos(*qos, nullptr));
+    }
     ASSERT_FALSE(p.client.id->resolve_addr(nullptr, to, 5000));
     expect(*p.cch, CmEventType::addr_resolved);
     ASSERT_FALSE(p.client.id->resolve_route(5000));
@@ -817,6 +820,9 @@ class VerbsCmPath : public VerbsCm {
     CmEvent req = expect(*p.sch, CmEventType::connect_request);
     ASSERT_TRUE(req.new_id);
     p.server.id = std::move(req.new_id);
+    if (qos != nullptr) {
+      ASSERT_FALSE(p.server.id->set_qos(*qos, nullptr));
+    }
     p.server.buf = setup_side(p.server, *p.server.id, ec);
     ASSERT_TRUE(p.server.buf) << ec.message();
     ConnParam ap;
@@ -917,6 +923,28 @@ TEST_F(VerbsCmPath, SlPinMtuCapAndTosAreApplied) {
     EXPECT_EQ(r.applied.path_mtu, Mtu::mtu1024);
     EXPECT_GT(mtu_bytes(r.proposed.path_mtu), 1024u);  // rdma-cm alone would not cap it
   }
+  EXPECT_TRUE(exchange(p));
+}
+
+TEST_F(VerbsCmPath, SetQosServiceLevelAndTosWinOverTheOptions) {
+  // The RDMA stack sets ms_async_rdma_sl and _dscp per id with set_qos.
+  VerbsPathOptions o;
+  o.sl = 5;
+  CmQos q;
+  q.service_level = 6;
+  q.traffic_class = 104;
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(connect_pair(o, p, &q));
+  ASSERT_EQ(p.client_result.type, CmEventType::established) << p.client_result.status.message();
+  for (const Side* s : {&p.client, &p.server}) {
+    EXPECT_EQ(s->info.path.traffic_class, 104);
+    CmPathReport r;
+    ASSERT_TRUE(applied_path(*s->id, r));
+    EXPECT_EQ(r.applied.sl, 6);
+  }
+  std::string not_applied = "x";
+  ASSERT_FALSE(p.client.id->set_qos(q, &not_applied));
+  EXPECT_EQ(not_applied, "");  // the SL is the provider's to apply now
   EXPECT_TRUE(exchange(p));
 }
 
