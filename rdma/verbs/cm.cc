@@ -101,9 +101,10 @@ std::error_code cm_transition(IdRef& ref, ibv_qp_state state, std::string_view n
   errno = 0;
   if (::rdma_init_qp_attr(ref.id, &a, &mask) != 0) {
     const int err = errno;
+    const std::error_code ec = cm_errno();
     why = fmt::format("rdma_init_qp_attr({}) failed: {}", name,
                       err != 0 ? std::strerror(err) : "unknown error");
-    return cm_errno();
+    return ec;
   }
   adjust(a, mask);
   if (const int rc = ::ibv_modify_qp(ref.qp, &a, mask); rc != 0) {
