@@ -164,6 +164,16 @@ struct Hostile : ::testing::Test {
     if (front > 0) m.segments[1] = BufferList::copy_of(std::string(front, 'f'));
     return proto::encode_frame(m, proto::FrameRev::rev1).to_string();
   }
+  // A MESSAGE frame whose preamble claims a front segment of `claim` bytes
+  // (segment 1's length at preamble offset 2 + 6; the preamble crc
+  // re-sealed), followed by only 64 KiB of it.
+  static std::string claiming_frame(std::uint32_t claim) {
+    std::string f = message_frame(1, 1);
+    std::memcpy(f.data() + 8, &claim, 4);
+    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
+    std::memcpy(f.data() + 28, &crc, 4);
+    return f + std::string(64 * 1024, 'z');
+  }
 
   // Samples the server's accounting while an attack runs.
   struct Watch {
@@ -369,11 +379,7 @@ TEST_F(HostileHandshake, HugeSegmentClaimBeforeTheHandshakeHitsTheReadyTimeout) 
     auto r = raw();
     ASSERT_TRUE(r);
     ASSERT_TRUE(r->exchange_banners());
-    std::string f = message_frame(1, 1);
-    std::memcpy(f.data() + 8, &kClaim, 4);
-    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
-    std::memcpy(f.data() + 28, &crc, 4);
-    ASSERT_TRUE(r->send(f + std::string(64 * 1024, 'z')));
+    ASSERT_TRUE(r->send(claiming_frame(kClaim)));
     peers.push_back(std::move(r));
   }
   round_trips(kRoundTrips);
@@ -396,12 +402,7 @@ TEST_F(Hostile, HugeSegmentClaimsAreHeldWithoutReservingTheClaim) {
   for (int i = 0; i < kN; ++i) {
     auto r = ready_raw();
     ASSERT_TRUE(r);
-    std::string f = message_frame(1, 1);
-    // Segment 1 (front) length at preamble offset 2 + 6; re-seal the preamble crc.
-    std::memcpy(f.data() + 8, &kClaim, 4);
-    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
-    std::memcpy(f.data() + 28, &crc, 4);
-    ASSERT_TRUE(r->send(f + std::string(64 * 1024, 'z')));
+    ASSERT_TRUE(r->send(claiming_frame(kClaim)));
     peers.push_back(std::move(r));
   }
   round_trips(kRoundTrips);

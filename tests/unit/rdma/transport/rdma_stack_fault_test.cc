@@ -80,6 +80,13 @@ struct Scenario {
     clean.reset();
     p.reset();
   }
+  // Opens the healthy connection, then the pair's (faulty) one, and blasts
+  // frames over the faulty one.
+  void open_and_blast() {
+    ASSERT_TRUE(open_duplex(*clean, p->bound, p->accepted, *good));
+    ASSERT_NO_FATAL_FAILURE(p->connect());
+    blast(p->cconn, p->chandler, p->shandler);
+  }
 };
 
 TEST(RdmaStackFaults, AnErrorCompletionFaultsOnlyThatConnection) {
@@ -89,9 +96,7 @@ TEST(RdmaStackFaults, AnErrorCompletionFaultsOnlyThatConnection) {
   f.completion_error = WcStatus::remote_operation_error;
   Scenario sc(f);
   Pair& p = *sc.p;
-  ASSERT_TRUE(open_duplex(*sc.clean, p.bound, p.accepted, *sc.good));
-  ASSERT_NO_FATAL_FAILURE(p.connect());
-  blast(p.cconn, p.chandler, p.shandler);
+  ASSERT_NO_FATAL_FAILURE(sc.open_and_blast());
   const auto fault = p.chandler.get_fault();
   ASSERT_TRUE(fault) << "the client's QP failed a SEND";
   EXPECT_EQ(fault->code, make_error_code(errc::remote_operation_error));
@@ -109,9 +114,7 @@ TEST(RdmaStackFaults, AQpThatGoesToErrFaultsWithAClearReason) {
   f.qp_to_err.one_in = 50;  // at the 69th WR
   Scenario sc(f);
   Pair& p = *sc.p;
-  ASSERT_TRUE(open_duplex(*sc.clean, p.bound, p.accepted, *sc.good));
-  ASSERT_NO_FATAL_FAILURE(p.connect());
-  blast(p.cconn, p.chandler, p.shandler);
+  ASSERT_NO_FATAL_FAILURE(sc.open_and_blast());
   const auto fault = p.chandler.get_fault();
   ASSERT_TRUE(fault) << "a QP in ERR must not leave the connection silently dead";
   EXPECT_EQ(fault->code, make_error_code(errc::work_request_flushed));
