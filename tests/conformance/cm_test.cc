@@ -98,6 +98,13 @@ void listen_and_announce(Side& s, Listener& l) {
   raw.insert(raw.end(), a.begin(), a.end());
   ASSERT_TRUE(s.oob->send_bytes(raw.data(), raw.size()));
 }
+// B: listens, announces, and waits for A's CONNECT_REQUEST.
+void listen_for_request(Side& s, Listener& l, CmEvent& req) {
+  ASSERT_NO_FATAL_FAILURE(listen_and_announce(s, l));
+  ASSERT_TRUE(wait_event(*l.ch, req));
+  ASSERT_EQ(req.type, CmEventType::connect_request) << to_string(req.type);
+  EXPECT_EQ(req.id, l.id.get());
+}
 // A: B's listening address (port included).
 void learn_listener(Side& s, NetAddress& out) {
   std::vector<std::uint8_t> raw;
@@ -159,11 +166,8 @@ void Cm_ConnectAcceptPrivateDataTrafficDisconnect::a(Side& s) {
 }
 void Cm_ConnectAcceptPrivateDataTrafficDisconnect::b(Side& s) {
   Listener l;
-  ASSERT_NO_FATAL_FAILURE(listen_and_announce(s, l));
   CmEvent ev;
-  ASSERT_TRUE(wait_event(*l.ch, ev));
-  ASSERT_EQ(ev.type, CmEventType::connect_request) << to_string(ev.type);
-  EXPECT_EQ(ev.id, l.id.get());
+  ASSERT_NO_FATAL_FAILURE(listen_for_request(s, l, ev));
   EXPECT_TRUE(prefix_equal(ev.private_data, {'h', 'e', 'l', 'l', 'o', 0, 1, 2, 3}));
   EXPECT_EQ(ev.param.rnr_retry_count, 7);
   Conn c;
@@ -222,10 +226,8 @@ void Cm_RejectCarriesPrivateData::a(Side& s) {
 }
 void Cm_RejectCarriesPrivateData::b(Side& s) {
   Listener l;
-  ASSERT_NO_FATAL_FAILURE(listen_and_announce(s, l));
   CmEvent ev;
-  ASSERT_TRUE(wait_event(*l.ch, ev));
-  ASSERT_EQ(ev.type, CmEventType::connect_request);
+  ASSERT_NO_FATAL_FAILURE(listen_for_request(s, l, ev));
   EXPECT_TRUE(prefix_equal(ev.private_data, {9, 9, 9}));
   const std::uint8_t nope[] = {'n', 'o', 'p', 'e'};
   std::vector<std::uint8_t> too_long(149, 1);
@@ -261,10 +263,8 @@ void Cm_PeerDeathIsDisconnected::b(Side& s) {
     return;
   }
   Listener l;
-  ASSERT_NO_FATAL_FAILURE(listen_and_announce(s, l));
   CmEvent ev;
-  ASSERT_TRUE(wait_event(*l.ch, ev));
-  ASSERT_EQ(ev.type, CmEventType::connect_request);
+  ASSERT_NO_FATAL_FAILURE(listen_for_request(s, l, ev));
   Conn c;
   ASSERT_NO_FATAL_FAILURE(take_request(ev, c, 16));
   ASSERT_FALSE(c.id->accept(ConnParam{}));

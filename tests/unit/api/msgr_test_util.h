@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +79,23 @@ inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const Messe
                                                  std::optional<std::uint32_t> nonce = std::nullopt) {
   return Messenger::create(make_test_stack(o), name, o, nonce);
 }
+
+// Turns the given subsystems' logs off while it lives (runs that fault
+// hundreds of times keep the log short), back to the default level after.
+class QuietLogs {
+ public:
+  QuietLogs(std::initializer_list<log::Subsys> subsystems) : subsystems_(subsystems) {
+    for (const auto s : subsystems_) log::set_level(s, 0);
+  }
+  ~QuietLogs() {
+    for (const auto s : subsystems_) log::set_level(s, log::kDefaultLevel);
+  }
+  QuietLogs(const QuietLogs&) = delete;
+  QuietLogs& operator=(const QuietLogs&) = delete;
+
+ private:
+  std::vector<log::Subsys> subsystems_;
+};
 
 // Waits for `pred` (checked under `mu`) with a deadline.
 class Waiter {

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "messenger_pair.h"
 #include "msgr_test_util.h"
 
 namespace siphon::test {
@@ -91,25 +92,11 @@ class OrderVerifier : public Dispatcher {
 };
 
 // A server messenger (osd.0, policy `sp` for clients) and a client messenger
-// (client.7, policy `cp` for osds), each on its own stack.
-struct OneWay {
-  std::unique_ptr<Messenger> server, client;
-  ~OneWay() { stop(); }
-  void stop() {
-    if (!server) return;
-    client->shutdown();
-    server->shutdown();
-    client->wait();
-    server->wait();
-    client.reset();
-    server.reset();
-  }
-};
-
-// The client sends make(1) .. make(count), paced by `v` (`pace` per window),
-// to the server, which checks them with `v`; expects them all within
-// `finish`. Leaves both messengers running in `run` for the caller's stats.
-inline void send_one_way(OneWay& run, std::shared_ptr<transport::Stack> server_stack,
+// (client.7, policy `cp` for osds), each on its own stack: the client sends
+// make(1) .. make(count), paced by `v` (`pace` per window), to the server,
+// which checks them with `v`; expects them all within `finish`. Leaves both
+// messengers running in `run` for the caller's stats.
+inline void send_one_way(MessengerPair& run, std::shared_ptr<transport::Stack> server_stack,
                          std::shared_ptr<transport::Stack> client_stack, const MessengerOptions& o,
                          const Policy& sp, const Policy& cp, OrderVerifier& v, std::uint64_t count,
                          const std::function<MessageRef(std::uint64_t)>& make, std::chrono::seconds pace,

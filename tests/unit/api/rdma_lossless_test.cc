@@ -133,14 +133,13 @@ TEST(RdmaLossless, Messages200kOf1BTo8MiBUnderInjectedFabricFaults) {
   auto client_provider = rdma::soft::make_provider(plan(11));
   auto server_provider = rdma::soft::make_provider(plan(12));
   MessengerOptions o = test_options(2);
-  log::set_level(log::Subsys::session, 0);  // hundreds of faults: keep the log short
-  log::set_level(log::Subsys::transport, 0);
-  log::set_level(log::Subsys::rdma, 0);
+  // Hundreds of faults: keep the log short.
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
   OrderVerifier v(differs);  // outlives the messengers
   {
     auto server_stack = make_stack(*server_provider, o);
     auto client_stack = make_stack(*client_provider, o);
-    OneWay m;
+    MessengerPair m;
     ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, o, Policy::stateful_server(),
                                          Policy::lossless_client(), v, count, make, std::chrono::seconds(120),
                                          std::chrono::seconds(300)));
@@ -177,9 +176,6 @@ TEST(RdmaLossless, Messages200kOf1BTo8MiBUnderInjectedFabricFaults) {
     EXPECT_EQ(cf.rnr_naks_sent + sf.rnr_naks_sent, 0u);
     m.stop();
   }
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
-  log::set_level(log::Subsys::rdma, log::kDefaultLevel);
 }
 
 }  // namespace

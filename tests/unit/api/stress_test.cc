@@ -85,7 +85,7 @@ void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, co
   OrderVerifier v(check_bytes ? differs : OrderVerifier::Check());  // outlives the messengers
   auto server_stack = make_tcp_stack(opts);
   auto client_stack = make_tcp_stack(opts);
-  OneWay m;
+  MessengerPair m;
   ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, opts, sp, cp, v, count, make,
                                        std::chrono::seconds(60), std::chrono::seconds(150)));
   if (report_faults) {
@@ -115,11 +115,8 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
   MessengerOptions o = test_options(1);
   o.transport.common.inject.socket_failures = fault_every(300);
   o.transport.common.inject.seed = 42;
-  log::set_level(log::Subsys::session, 0);  // hundreds of faults: keep the log short
-  log::set_level(log::Subsys::transport, 0);
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   run(volume(200000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true);
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
 // Three workers per stack: a reconnecting peer's socket is usually accepted
@@ -129,15 +126,12 @@ TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
   MessengerOptions o = test_options(3);
   o.transport.common.inject.socket_failures = fault_every(100);
   o.transport.common.inject.seed = 99;
-  log::set_level(log::Subsys::session, 0);
-  log::set_level(log::Subsys::transport, 0);
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   std::uint64_t migrations = 0;
   run(volume(50000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true,
       &migrations);
   std::printf("[ lossless ] the server's session moved between workers %" PRIu64 " times\n", migrations);
   EXPECT_GT(migrations, 0u);
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
 // Both sides bound, both sending, lossless_peer on both ends, faults
@@ -148,8 +142,7 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   MessengerOptions o = test_options(1);
   o.transport.common.inject.socket_failures = fault_every(50);
   o.transport.common.inject.seed = 7;
-  log::set_level(log::Subsys::session, 0);
-  log::set_level(log::Subsys::transport, 0);
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   OrderVerifier va, vb;  // outlive the messengers
   auto a = make_messenger({entity_type::osd, 1}, o);
   auto b = make_messenger({entity_type::osd, 2}, o);
@@ -190,8 +183,6 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   b->shutdown();
   a->wait();
   b->wait();
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
 }  // namespace

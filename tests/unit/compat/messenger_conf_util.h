@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "compat/factory.h"
+#include "messenger_pair.h"
 
 namespace siphon::compat::test {
 
@@ -39,37 +40,26 @@ struct Echo : Dispatcher {
 // client) connected to it, each built from its own ceph.conf text.
 struct ConfPair {
   Echo echo;  // outlives the messengers
-  std::unique_ptr<Messenger> server, client;
+  siphon::test::MessengerPair m;
   ConnectionRef con;
-
-  ~ConfPair() { stop(); }
-  void stop() {
-    if (!server) return;
-    client->shutdown();
-    server->shutdown();
-    client->wait();
-    server->wait();
-    con.reset();
-    client.reset();
-    server.reset();
-  }
+  void stop() { m.stop(); }
 };
 
 // Starts `p`: the client's messages go to `client_dispatcher`, which must
 // outlive `p`.
 inline void start_conf_pair(ConfPair& p, const std::string& server_conf, const std::string& client_conf,
                             Dispatcher& client_dispatcher) {
-  p.server = create_messenger(load(server_conf, "osd.0"), Purpose::public_network);
-  p.client = create_messenger(load(client_conf, "client.admin"), Purpose::client);
-  p.server->set_policy(entity_type::client, Policy::stateless_server());
-  p.server->add_dispatcher_tail(&p.echo);
-  ASSERT_FALSE(p.server->bind(
+  p.m.server = create_messenger(load(server_conf, "osd.0"), Purpose::public_network);
+  p.m.client = create_messenger(load(client_conf, "client.admin"), Purpose::client);
+  p.m.server->set_policy(entity_type::client, Policy::stateless_server());
+  p.m.server->add_dispatcher_tail(&p.echo);
+  ASSERT_FALSE(p.m.server->bind(
       proto::EntityAddrVec(proto::EntityAddr(proto::AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")))));
-  p.server->start();
-  p.client->set_policy(entity_type::osd, Policy::lossy_client());
-  p.client->add_dispatcher_tail(&client_dispatcher);
-  p.client->start();
-  p.con = p.client->connect_to(entity_type::osd, p.server->get_myaddrs());
+  p.m.server->start();
+  p.m.client->set_policy(entity_type::osd, Policy::lossy_client());
+  p.m.client->add_dispatcher_tail(&client_dispatcher);
+  p.m.client->start();
+  p.con = p.m.client->connect_to(entity_type::osd, p.m.server->get_myaddrs());
 }
 
 }  // namespace siphon::compat::test

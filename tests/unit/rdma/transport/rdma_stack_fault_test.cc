@@ -9,6 +9,8 @@
 // few dozen work requests into the traffic, not during the banner exchange.
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 #include "stack_test_util.h"
 
 namespace siphon::rdma {
@@ -65,6 +67,18 @@ void check_isolated_and_clean(Pair& p, RdmaStack& clean, Duplex& good) {
     EXPECT_EQ(s->counters().snapshot().at("qps_active"), 0u);
 }
 
+// `h`'s end faulted with `code`, for a reason that contains `reason`.
+::testing::AssertionResult faulted_with(Collector& h, errc code, std::string_view reason) {
+  const auto f = h.get_fault();
+  if (!f) return ::testing::AssertionFailure() << "no fault";
+  if (f->code != make_error_code(code))
+    return ::testing::AssertionFailure() << "faulted with " << f->code.message() << " (" << f->reason
+                                         << "), expected " << make_error_code(code).message();
+  if (f->reason.find(reason) == std::string::npos)
+    return ::testing::AssertionFailure() << "the reason \"" << f->reason << "\" does not say \"" << reason << "\"";
+  return ::testing::AssertionSuccess();
+}
+
 struct Scenario {
   std::unique_ptr<Pair> p;
   std::unique_ptr<RdmaStack> clean;  // a healthy client on the server's provider
@@ -97,10 +111,8 @@ TEST(RdmaStackFaults, AnErrorCompletionFaultsOnlyThatConnection) {
   Scenario sc(f);
   Pair& p = *sc.p;
   ASSERT_NO_FATAL_FAILURE(sc.open_and_blast());
-  const auto fault = p.chandler.get_fault();
-  ASSERT_TRUE(fault) << "the client's QP failed a SEND";
-  EXPECT_EQ(fault->code, make_error_code(errc::remote_operation_error));
-  EXPECT_NE(fault->reason.find("SEND completed with remote operation error"), std::string::npos) << fault->reason;
+  ASSERT_TRUE(faulted_with(p.chandler, errc::remote_operation_error, "SEND completed with remote operation error"))
+      << "the client's QP failed a SEND";
   EXPECT_LT(p.shandler.frame_count(), kFrames);
   EXPECT_EQ(soft::counters(*p.client_provider)->error_completions, 1u);
   EXPECT_EQ(p.client->counters().snapshot().at("wc_other_errors"), 1u);
@@ -115,10 +127,8 @@ TEST(RdmaStackFaults, AQpThatGoesToErrFaultsWithAClearReason) {
   Scenario sc(f);
   Pair& p = *sc.p;
   ASSERT_NO_FATAL_FAILURE(sc.open_and_blast());
-  const auto fault = p.chandler.get_fault();
-  ASSERT_TRUE(fault) << "a QP in ERR must not leave the connection silently dead";
-  EXPECT_EQ(fault->code, make_error_code(errc::work_request_flushed));
-  EXPECT_NE(fault->reason.find("error state"), std::string::npos) << fault->reason;
+  ASSERT_TRUE(faulted_with(p.chandler, errc::work_request_flushed, "error state"))
+      << "a QP in ERR must not leave the connection silently dead";
   EXPECT_EQ(soft::counters(*p.client_provider)->qp_errors_injected, 1u);
   check_isolated_and_clean(p, *sc.clean, *sc.good);
 }
