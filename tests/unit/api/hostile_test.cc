@@ -174,6 +174,20 @@ struct Hostile : ::testing::Test {
     std::memcpy(f.data() + 28, &crc, 4);
     return f + std::string(64 * 1024, 'z');
   }
+  // Opens `n` raw clients -- past the banner exchange, or with `ready` past
+  // the handshake too -- that each send a MESSAGE claiming 200 MiB
+  // (claiming_frame).
+  void open_claimers(int n, bool ready, std::vector<std::unique_ptr<RawClient>>& peers) {
+    for (int i = 0; i < n; ++i) {
+      auto r = ready ? ready_raw() : raw();
+      ASSERT_TRUE(r);
+      if (!ready) {
+        ASSERT_TRUE(r->exchange_banners());
+      }
+      ASSERT_TRUE(r->send(claiming_frame(200u << 20)));
+      peers.push_back(std::move(r));
+    }
+  }
 
   // Samples the server's accounting while an attack runs.
   struct Watch {
@@ -372,16 +386,9 @@ TEST_F(Hostile, HugeSegmentClaimOverTheLimitIsRefused) {
 TEST_F(HostileHandshake, HugeSegmentClaimBeforeTheHandshakeHitsTheReadyTimeout) {
   LogCapture logs;
   constexpr int kN = 4;
-  constexpr std::uint32_t kClaim = 200u << 20;
   Watch w(*this);
   std::vector<std::unique_ptr<RawClient>> peers;
-  for (int i = 0; i < kN; ++i) {
-    auto r = raw();
-    ASSERT_TRUE(r);
-    ASSERT_TRUE(r->exchange_banners());
-    ASSERT_TRUE(r->send(claiming_frame(kClaim)));
-    peers.push_back(std::move(r));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_claimers(kN, /*ready=*/false, peers));
   round_trips(kRoundTrips);
   for (auto& p : peers) EXPECT_TRUE(p->link().closed_by_peer()) << "a pre-handshake claim was kept open";
   EXPECT_TRUE(eventually([&] { return count(logs, "ms_connection_ready_timeout") >= kN; }, 10s))
@@ -396,15 +403,9 @@ TEST_F(HostileHandshake, HugeSegmentClaimBeforeTheHandshakeHitsTheReadyTimeout) 
 // claimed: RSS grows by what arrived, not by what was announced.
 TEST_F(Hostile, HugeSegmentClaimsAreHeldWithoutReservingTheClaim) {
   constexpr int kN = 4;
-  constexpr std::uint32_t kClaim = 200u << 20;
   Watch w(*this);
   std::vector<std::unique_ptr<RawClient>> peers;
-  for (int i = 0; i < kN; ++i) {
-    auto r = ready_raw();
-    ASSERT_TRUE(r);
-    ASSERT_TRUE(r->send(claiming_frame(kClaim)));
-    peers.push_back(std::move(r));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_claimers(kN, /*ready=*/true, peers));
   round_trips(kRoundTrips);
   const std::uint64_t faults = server->stats().faults;
   EXPECT_EQ(server->stats().connections, baseline_connections + kN) << "a held claim was closed";

@@ -9,10 +9,7 @@
 namespace siphon::proto {
 namespace {
 
-using test::from_hex;
-using test::kMonAddrHex;
-using test::norm_hex;
-using test::to_hex;
+using namespace test;  // proto_test_util.h
 
 // Payloads copied from msgr2-wire.md §4.6 / §10. Each dump's trailing frame
 // CRC (crc32c seed -1 over the payload) is checked too, which proves the

@@ -9,10 +9,7 @@
 namespace siphon::proto {
 namespace {
 
-using test::from_hex;
-using test::kMonAddrHex;
-using test::norm_hex;
-using test::to_hex;
+using namespace test;  // proto_test_util.h
 
 // §6.1: any:127.0.0.1:0 with nonce 0x12345678.
 constexpr const char* kClientAddrHex =
