@@ -108,11 +108,7 @@ struct Hostile : ::testing::Test {
       pong->front() = m->front();
       m->get_connection()->send_message(pong);
     };
-    server->add_dispatcher_tail(&sd);
-    client->add_dispatcher_tail(&cd);
-    ASSERT_FALSE(server->bind(loopback_any_port()));
-    server->start();
-    client->start();
+    ASSERT_NO_FATAL_FAILURE(start_pair(*server, sd, *client, cd));
     good = client->connect_to(entity_type::osd, server->get_myaddrs());
     ASSERT_NO_FATAL_FAILURE(round_trips(2));
     baseline_connections = server->stats().connections;

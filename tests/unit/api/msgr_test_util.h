@@ -80,6 +80,16 @@ inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const Messe
   return Messenger::create(make_test_stack(o), name, o, nonce);
 }
 
+// Starts `server` (bound to loopback, any port) dispatching to `sd`, and
+// `client` dispatching to `cd`.
+inline void start_pair(Messenger& server, Dispatcher& sd, Messenger& client, Dispatcher& cd) {
+  server.add_dispatcher_tail(&sd);
+  client.add_dispatcher_tail(&cd);
+  ASSERT_FALSE(server.bind(loopback_any_port()));
+  server.start();
+  client.start();
+}
+
 // Turns the given subsystems' logs off while it lives (runs that fault
 // hundreds of times keep the log short), back to the default level after.
 class QuietLogs {
