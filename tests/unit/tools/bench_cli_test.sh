@@ -166,7 +166,10 @@ workloads)
   # Open loop: --rate sets the request rate.
   run rate loopback --rate 2000 --duration 2 --warmup 0.5 --json "$tmp/rate.json"
   expect_status 0
-  expect_json "$tmp/rate.json" '1400 <= d["results"]["msgs_per_s"] <= 2600'  # a closed loop runs far faster
+  # The rate is a ceiling an open loop cannot beat (a closed loop runs far
+  # faster); a loaded machine may fall short of it, so the floor only tells
+  # "ran at all" from "stalled".
+  expect_json "$tmp/rate.json" '200 <= d["results"]["msgs_per_s"] <= 2600' 
   expect_json "$tmp/rate.json" 'd["config"]["rate"] == "2000" and d["config"]["inflight"] == "1024"'
   # --plot writes both panels.
   run plot loopback --count 2000 --plot "$tmp/p.svg"
