@@ -137,7 +137,11 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   // small and pinned memory follows the connections).
   r.support_srq = c.get<Opt::ms_async_rdma_support_srq>() &&
                   c.source(Opt::ms_async_rdma_support_srq).kind != ValueSource::Kind::default_value;
-  r.polling = std::chrono::microseconds(c.get<Opt::ms_async_rdma_polling_us>());
+  // Ceph's default (1000 us) spins three workers per messenger whether or
+  // not the CPUs can take it: left at its default, the stack decides (auto,
+  // docs/rdma-transport.md, Polling); a value set explicitly is honoured.
+  if (c.source(Opt::ms_async_rdma_polling_us).kind != ValueSource::Kind::default_value)
+    r.polling = std::chrono::microseconds(c.get<Opt::ms_async_rdma_polling_us>());
   r.enable_hugepage = c.get<Opt::ms_async_rdma_enable_hugepage>();
   r.credits = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_credits>());
   r.zero_copy_threshold = c.get<Opt::ms_async_rdma_zero_copy_threshold>();

@@ -399,7 +399,11 @@ class Link final : public Handler {
   TxSource tx_src;
 
  private:
-  void on_readable();
+  // Reads until the socket is drained. `events` are epoll's: without a
+  // hang-up or error among them, a short read proves the socket empty (it
+  // is edge-triggered, so later bytes raise a new event) and saves the
+  // read() that would only return EAGAIN.
+  void on_readable(std::uint32_t events);
   void parse();
   bool begin_message();
   void deliver(const std::uint8_t* p, std::size_t n) noexcept;

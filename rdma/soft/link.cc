@@ -167,15 +167,18 @@ void Link::on_io(std::uint32_t events) {
     want_write = false;
     engine.want_tx(this);
   }
-  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) on_readable();
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) on_readable(events);
 }
 
-void Link::on_readable() {
+void Link::on_readable(std::uint32_t events) {
+  const bool hangup = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
   while (state == State::open) {
-    const ssize_t n = ::read(fd, rx_.get() + rx_have_, rx_cap_ - rx_have_);
+    const std::size_t room = rx_cap_ - rx_have_;
+    const ssize_t n = ::read(fd, rx_.get() + rx_have_, room);
     if (n > 0) {
       rx_have_ += static_cast<std::size_t>(n);
       parse();
+      if (static_cast<std::size_t>(n) < room && !hangup) return;  // drained (see core.h)
       continue;
     }
     if (n == 0) {

@@ -396,6 +396,7 @@ class ProviderImpl final : public Provider {
  public:
   explicit ProviderImpl(const SoftOptions& o) : fabric_(std::make_shared<Fabric>(o)) {}
   std::string_view name() const noexcept override { return "soft"; }
+  bool completions_from_process_thread() const noexcept override { return true; }
   std::vector<std::string> list_devices() override {
     std::vector<std::string> names;
     for (auto& d : fabric_->devices) names.push_back(d->attr.name);

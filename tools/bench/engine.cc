@@ -883,6 +883,17 @@ void describe(const RunSetup& s, Result& r) {
   r.options["ms_type"] = r.ms_type;
 }
 
+// Left at its default, ms_async_rdma_polling_us is decided by the stack
+// (docs/rdma-transport.md §1): report what it chose, not Ceph's 1000.
+void note_polling(const RunSetup& s, const transport::Stack* stack, Result& r) {
+  if (stack == nullptr) return;
+  const auto p = rdma_polling(*stack);
+  if (!p || s.cfg->source(compat::Opt::ms_async_rdma_polling_us).kind != compat::ValueSource::Kind::default_value)
+    return;
+  r.options[std::string(compat::schema(compat::Opt::ms_async_rdma_polling_us).name)] =
+      fmt::format("{} (auto)", p->count());
+}
+
 }  // namespace
 
 std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& error) {
@@ -961,6 +972,7 @@ RunOutcome run_loopback(const RunSetup& s) {
     r.config = out.result.config;
     r.options = out.result.options;
     out.result = std::move(r);
+    note_polling(s, client_stack.get(), out.result);
     out.ran = true;
   }
   server.stop();
@@ -994,6 +1006,7 @@ RunOutcome run_client(const RunSetup& s) {
   r.config = out.result.config;
   r.options = out.result.options;
   out.result = std::move(r);
+  note_polling(s, client.stack().get(), out.result);
   out.ran = true;
   return out;
 }
@@ -1031,6 +1044,7 @@ RunOutcome run_server(const RunSetup& s) {
   r.config["clients_accepted"] = std::to_string(server.logic->accepts());
   r.config["client_runs"] = std::to_string(server.logic->runs_done());
   r.stack_counters = stack_counters(*server.stack);
+  note_polling(s, server.stack.get(), r);
   server.stop();
   out.ran = true;
   return out;
