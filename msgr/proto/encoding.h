@@ -591,6 +591,7 @@ class FieldWriter {
 
   void u8(std::uint8_t v, std::string_view) { e_.u8(v); }
   void u16(std::uint16_t v, std::string_view) { e_.u16(v); }
+  void s16(std::int16_t v, std::string_view) { e_.u16(static_cast<std::uint16_t>(v)); }
   void u32(std::uint32_t v, std::string_view) { e_.u32(v); }
   void u64(std::uint64_t v, std::string_view) { e_.u64(v); }
   void s32(std::int32_t v, std::string_view) { e_.s32(v); }
@@ -617,6 +618,7 @@ class FieldReader {
 
   void u8(std::uint8_t& v, std::string_view field) { v = d_.u8(field); }
   void u16(std::uint16_t& v, std::string_view field) { v = d_.u16(field); }
+  void s16(std::int16_t& v, std::string_view field) { v = static_cast<std::int16_t>(d_.u16(field)); }
   void u32(std::uint32_t& v, std::string_view field) { v = d_.u32(field); }
   void u64(std::uint64_t& v, std::string_view field) { v = d_.u64(field); }
   void s32(std::int32_t& v, std::string_view field) { v = d_.s32(field); }
