@@ -315,6 +315,9 @@ class Decoder {
 
  private:
   bool need(std::size_t len, std::string_view field);
+  /// A little-endian unsigned integer (0 after a failure).
+  template <class U>
+  U read_le(std::string_view field);
   void push(std::string_view name) noexcept {
     if (depth_ < DecodeError::kMaxContext) ctx_[depth_] = name;
     ++depth_;

@@ -871,16 +871,30 @@ void describe(const RunSetup& s, Result& r) {
 
 }  // namespace
 
-std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& error) {
-  const auto a = EntityAddr::parse(text, AddrType::msgr2);
+namespace {
+
+// An msgr2 address given to `option`; nullopt with `error` set otherwise.
+// `form` describes what is expected.
+std::optional<EntityAddr> parse_msgr2_addr(const std::string& text, std::string_view option,
+                                           std::string_view form, std::string& error) {
+  auto a = EntityAddr::parse(text, AddrType::msgr2);
   if (!a || a->is_blank()) {
-    error = fmt::format("--target '{}' is not an address (IP:PORT, e.g. 192.0.2.1:6800)", text);
+    error = fmt::format("{} '{}' is not an address ({})", option, text, form);
     return std::nullopt;
   }
   if (a->type != AddrType::msgr2) {
-    error = fmt::format("--target '{}': siphon-bench speaks msgr2 only (use a v2: address or none)", text);
+    error = fmt::format("{} '{}': siphon-bench speaks msgr2 only (use a v2: address or none)", option,
+                        text);
     return std::nullopt;
   }
+  return a;
+}
+
+}  // namespace
+
+std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& error) {
+  const auto a = parse_msgr2_addr(text, "--target", "IP:PORT, e.g. 192.0.2.1:6800", error);
+  if (!a) return std::nullopt;
   if (a->port() == 0) {
     error = fmt::format("--target '{}' needs a port (the one `siphon-bench server` printed)", text);
     return std::nullopt;
@@ -888,18 +902,8 @@ std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& 
   return EntityAddrVec(*a);
 }
 
-
 std::optional<EntityAddr> parse_bind(const std::string& text, std::string& error) {
-  const auto addr = EntityAddr::parse(text, AddrType::msgr2);
-  if (!addr || addr->is_blank()) {
-    error = fmt::format("--bind '{}' is not an address (IP[:PORT], e.g. 0.0.0.0:6800)", text);
-    return std::nullopt;
-  }
-  if (addr->type != AddrType::msgr2) {
-    error = fmt::format("--bind '{}': siphon-bench speaks msgr2 only (use a v2: address or none)", text);
-    return std::nullopt;
-  }
-  return addr;
+  return parse_msgr2_addr(text, "--bind", "IP[:PORT], e.g. 0.0.0.0:6800", error);
 }
 
 void request_stop() noexcept { g_stop.store(true, std::memory_order_relaxed); }
