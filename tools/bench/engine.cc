@@ -233,13 +233,8 @@ bool start_server(const RunSetup& s, const std::string& bind_text, std::optional
                   std::function<CpuTimes()> cpu, ServerSide& out, std::string& error, bool& unavailable) {
   const auto addr = parse_bind(bind_text, error);
   if (!addr) return false;
-  std::string why;
-  out.stack = create_stack(s.ms_type, *s.cfg, s.options, why);
-  if (!out.stack) {
-    unavailable = true;
-    error = fmt::format("cannot create the {} stack: {}", s.ms_type.to_string(), why);
-    return false;
-  }
+  out.stack = create_run_stack(s, error, unavailable);
+  if (!out.stack) return false;
   out.logic = std::make_unique<BenchServer>(!s.args.queue_dispatch, std::move(cpu));
   out.msgr = Messenger::create(out.stack, {entity_type::osd, 0}, s.options, nonce);
   out.msgr->set_policy(entity_type::client, s.args.lossy ? Policy::stateless_server() : Policy::stateful_server());
@@ -438,13 +433,8 @@ class ConnDispatcher final : public Dispatcher {
 };
 
 bool BenchClient::connect(std::string& error, bool& unavailable) {
-  std::string why;
-  stack_ = create_stack(s_.ms_type, *s_.cfg, s_.options, why);
-  if (!stack_) {
-    unavailable = true;
-    error = fmt::format("cannot create the {} stack: {}", s_.ms_type.to_string(), why);
-    return false;
-  }
+  stack_ = create_run_stack(s_, error, unavailable);
+  if (!stack_) return false;
   const Policy policy = a_.lossy ? Policy::lossy_client() : Policy::lossless_client();
   std::uint64_t per = a_.count ? *a_.count / a_.conns : 0;
   std::uint64_t extra = a_.count ? *a_.count % a_.conns : 0;
@@ -827,6 +817,17 @@ Result BenchClient::run() {
   return r;
 }
 
+// A finished run's result `r` takes the place of `out`, keeping what
+// describe() filled in.
+void keep_description(Result& out, Result&& r) {
+  r.mode = out.mode;
+  r.pattern = out.pattern;
+  r.ms_type = out.ms_type;
+  r.config = out.config;
+  r.options = out.options;
+  out = std::move(r);
+}
+
 // Fills the configuration part of a result.
 void describe(const RunSetup& s, Result& r) {
   const BenchArgs& a = s.args;
@@ -870,6 +871,17 @@ void describe(const RunSetup& s, Result& r) {
 }
 
 }  // namespace
+
+std::shared_ptr<transport::Stack> create_run_stack(const RunSetup& s, std::string& error,
+                                                   bool& unavailable) {
+  std::string why;
+  auto stack = create_stack(s.ms_type, *s.cfg, s.options, why);
+  if (!stack) {
+    unavailable = true;
+    error = fmt::format("cannot create the {} stack: {}", s.ms_type.to_string(), why);
+  }
+  return stack;
+}
 
 namespace {
 
@@ -942,12 +954,7 @@ RunOutcome run_loopback(const RunSetup& s) {
     if (!client.connect(out.error, out.unavailable)) return out;
     Result r = client.run();
     client_stack = client.stack();
-    r.mode = out.result.mode;
-    r.pattern = out.result.pattern;
-    r.ms_type = out.result.ms_type;
-    r.config = out.result.config;
-    r.options = out.result.options;
-    out.result = std::move(r);
+    keep_description(out.result, std::move(r));
     out.ran = true;
   }
   server.stop();
@@ -975,12 +982,7 @@ RunOutcome run_client(const RunSetup& s) {
   if (!client.connect(out.error, out.unavailable)) return out;
   Result r = client.run();
   r.stack_counters = client.counters();
-  r.mode = out.result.mode;
-  r.pattern = out.result.pattern;
-  r.ms_type = out.result.ms_type;
-  r.config = out.result.config;
-  r.options = out.result.options;
-  out.result = std::move(r);
+  keep_description(out.result, std::move(r));
   out.ran = true;
   return out;
 }
