@@ -862,12 +862,21 @@ void describe(const RunSetup& s, Result& r) {
   static const compat::Opt kAlways[] = {compat::Opt::ms_type, compat::Opt::ms_async_op_threads,
                                         compat::Opt::ms_tcp_nodelay, compat::Opt::ms_tcp_rcvbuf,
                                         compat::Opt::ms_dispatch_throttle_bytes};
+  static const compat::Opt kRdma[] = {compat::Opt::ms_async_rdma_buffer_size, compat::Opt::ms_async_rdma_credits,
+                                      compat::Opt::ms_async_rdma_polling_us,
+                                      compat::Opt::ms_async_rdma_zero_copy_threshold,
+                                      compat::Opt::ms_async_rdma_support_srq};
   for (compat::Opt o : kAlways) r.options[std::string(compat::schema(o).name)] = s.cfg->value_string(o);
+  if (s.ms_type.stack == compat::MsType::Stack::rdma)
+    for (compat::Opt o : kRdma) r.options[std::string(compat::schema(o).name)] = s.cfg->value_string(o);
   for (std::size_t i = 0; i < compat::kOptionCount; ++i) {
     const auto o = static_cast<compat::Opt>(i);
     if (s.cfg->source(o).kind != compat::ValueSource::Kind::default_value)
       r.options[std::string(compat::schema(o).name)] = s.cfg->value_string(o);
   }
+  // The stack that ran, not the schema default: without a configured ms_type
+  // siphon-bench runs the embedded default (async+rdma), see ms_type_source.
+  r.options["ms_type"] = r.ms_type;
 }
 
 }  // namespace

@@ -92,7 +92,7 @@ no_config)
   expect_in "$tmp/r.err" 'no configuration file found'
   validate "$tmp/r.json"
   expect_json "$tmp/r.json" 'd["results"]["messages"] > 0 and d["results"]["errors"] == 0'
-  expect_json "$tmp/r.json" 'd["config"]["ms_type_source"] == "default" and d["options"]["ms_type"] == "async+posix"'
+  expect_json "$tmp/r.json" 'd["config"]["ms_type_source"] == "default" and d["options"]["ms_type"] == "async+rdma" and d["options"]["ms_async_rdma_polling_us"] != ""'
   expect_json "$tmp/r.json" '1 <= len(d["results"]["msgs_per_second"]) <= 3'  # one sample a second; a loaded or sanitized run may tick late
   expect_json "$tmp/r.json" 'd["results"]["cpu"]["client_user_s"] + d["results"]["cpu"]["client_system_s"] > 0'
   expect_json "$tmp/r.json" 'd["results"]["cpu"]["server_user_s"] + d["results"]["cpu"]["server_system_s"] > 0'
@@ -114,6 +114,7 @@ EOF
   expect_not_in "$tmp/r.err" 'no configuration file found'
   validate "$tmp/r.json"
   expect_json "$tmp/r.json" 'd["options"]["ms_async_op_threads"] == "2" and d["options"]["ms_tcp_rcvbuf"] == "1048576"'
+  expect_json "$tmp/r.json" 'd["options"]["ms_type"] == "async+posix" and "ms_async_rdma_credits" not in d["options"]'
   expect_json "$tmp/r.json" 'd["results"]["messages"] > 0 and d["results"]["errors"] == 0'
   # The command line wins over the file, as in Ceph.
   run r2 -c "$tmp/bench.conf" loopback --set ms_async_op_threads=1 --count 500 --json "$tmp/r2.json"
@@ -125,6 +126,7 @@ EOF
   run r3 -c "$tmp/rdma.conf" loopback --count 500 --json "$tmp/r3.json"
   expect_status 0
   expect_json "$tmp/r3.json" 'd["ms_type"] == "async+rdma" and d["results"]["messages"] == 500'
+  expect_json "$tmp/r3.json" 'd["options"]["ms_type"] == "async+rdma" and d["options"]["ms_async_rdma_credits"] != ""'
   printf '[global]\nms_type = async+rdma\nms_async_rdma_device_name = mlx5_0\n' >"$tmp/mlx.conf"
   run r4 -c "$tmp/mlx.conf" loopback --count 10
   expect_status 1
