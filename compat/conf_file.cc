@@ -123,6 +123,20 @@ class ConfParser {
     newline();
     if (eof()) ends_in_continuation_ = true;
   }
+  // `\x` (x not a line end): appends x to `out`. False, nothing read, otherwise.
+  bool take_escape(std::string& out) {
+    if (peek() != '\\' || i_ + 1 >= s_.size() || eol_len(i_ + 1) != 0) return false;
+    next();
+    out += peek();
+    next();
+    return true;
+  }
+  // As take_escape, and skips a line continuation ('\' ending a line).
+  bool take_continuation_or_escape(std::string& out) {
+    if (!continuation_here()) return take_escape(out);
+    skip_continuation();
+    return true;
+  }
   void skip_to_eol() noexcept {
     while (!eof() && !at_eol()) next();
   }
@@ -224,16 +238,7 @@ class ConfParser {
         next();
         break;
       }
-      if (continuation_here()) {
-        skip_continuation();
-        continue;
-      }
-      if (c == '\\' && i_ + 1 < s_.size()) {
-        next();
-        name += peek();
-        next();
-        continue;
-      }
+      if (take_continuation_or_escape(name)) continue;
       if (is_comment_start(c)) {
         fail(here(), fmt::format("'{0}' in a section name starts a comment (Ceph rejects it); "
                                  "write \\{0} for a literal '{0}'", c));
@@ -337,12 +342,7 @@ class ConfParser {
         next();
         break;
       }
-      if (c == '\\' && i_ + 1 < s_.size() && eol_len(i_ + 1) == 0) {
-        next();
-        v += peek();
-        next();
-        continue;
-      }
+      if (take_escape(v)) continue;
       if (is_comment_start(c)) {
         fail(here(), fmt::format("'{0}' inside a quoted value starts a comment in Ceph's grammar; "
                                  "write \\{0} for a literal '{0}'", c));
@@ -364,16 +364,7 @@ class ConfParser {
         skip_to_eol();
         break;
       }
-      if (continuation_here()) {
-        skip_continuation();
-        continue;
-      }
-      if (c == '\\' && i_ + 1 < s_.size()) {
-        next();
-        v += peek();
-        next();
-        continue;
-      }
+      if (take_continuation_or_escape(v)) continue;
       v += c;
       next();
     }

@@ -1,5 +1,7 @@
 #include "msgr/base/buffer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <new>
 
@@ -198,14 +200,12 @@ bool operator==(const BufferList& a, const BufferList& b) {
   return true;
 }
 
-bool BufferCursor::read(void* dst, std::size_t len) noexcept {
-  if (len > remaining_) return false;
-  auto* out = static_cast<std::byte*>(dst);
+template <class F>
+void BufferCursor::advance(std::size_t len, F&& each) noexcept {
   while (len > 0) {
     const BufferPtr& p = bl_->ptrs()[idx_];
     const std::size_t n = std::min(len, p.length() - inner_);
-    std::memcpy(out, p.data() + inner_, n);
-    out += n;
+    each(p.data() + inner_, n);
     len -= n;
     remaining_ -= n;
     inner_ += n;
@@ -214,22 +214,21 @@ bool BufferCursor::read(void* dst, std::size_t len) noexcept {
       inner_ = 0;
     }
   }
+}
+
+bool BufferCursor::read(void* dst, std::size_t len) noexcept {
+  if (len > remaining_) return false;
+  auto* out = static_cast<std::byte*>(dst);
+  advance(len, [&out](const std::byte* data, std::size_t n) {
+    std::memcpy(out, data, n);
+    out += n;
+  });
   return true;
 }
 
 bool BufferCursor::skip(std::size_t len) noexcept {
   if (len > remaining_) return false;
-  while (len > 0) {
-    const BufferPtr& p = bl_->ptrs()[idx_];
-    const std::size_t n = std::min(len, p.length() - inner_);
-    len -= n;
-    remaining_ -= n;
-    inner_ += n;
-    if (inner_ == p.length()) {
-      ++idx_;
-      inner_ = 0;
-    }
-  }
+  advance(len, [](const std::byte*, std::size_t) {});
   return true;
 }
 
@@ -237,6 +236,23 @@ bool BufferCursor::read_list(std::size_t len, BufferList& out) {
   if (len > remaining_) return false;
   out.append(bl_->slice(position(), len));
   return skip(len);
+}
+
+bool write_all(int fd, const void* data, std::size_t len) noexcept {
+  const auto* p = static_cast<const char*>(data);
+  while (len > 0) {
+    const ssize_t n = ::write(fd, p, len);
+    if (n <= 0) return false;
+    p += n;
+    len -= static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+bool write_all(int fd, const BufferList& bl) noexcept {
+  for (const BufferPtr& p : bl.ptrs())
+    if (!write_all(fd, p.data(), p.length())) return false;
+  return true;
 }
 
 }  // namespace siphon

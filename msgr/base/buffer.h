@@ -222,10 +222,21 @@ class BufferCursor {
   bool read_list(std::size_t len, BufferList& out);
 
  private:
+  // Moves `len` bytes forward (len <= remaining_), calling
+  // each(const std::byte* data, std::size_t n) for every piece passed.
+  template <class F>
+  void advance(std::size_t len, F&& each) noexcept;
+
   const BufferList* bl_;
   std::size_t idx_ = 0;     // current segment
   std::size_t inner_ = 0;   // offset inside it
   std::size_t remaining_;
 };
+
+// Writes `len` bytes to a blocking `fd`, resuming after short writes.
+// False when a write fails or writes nothing (errno tells why).
+bool write_all(int fd, const void* data, std::size_t len) noexcept;
+// The same for every segment of `bl`, in order.
+bool write_all(int fd, const BufferList& bl) noexcept;
 
 }  // namespace siphon

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <ctime>
 
+#include "msgr/base/buffer.h"
+
 namespace siphon::log {
 namespace {
 
@@ -16,14 +18,7 @@ std::atomic<Sink> g_sink{nullptr};
 
 void stderr_sink(Subsys, int, std::string_view line) noexcept {
   // One write per line keeps lines from different threads whole.
-  const char* p = line.data();
-  std::size_t left = line.size();
-  while (left > 0) {
-    const ssize_t n = ::write(STDERR_FILENO, p, left);
-    if (n <= 0) return;
-    p += n;
-    left -= static_cast<std::size_t>(n);
-  }
+  write_all(STDERR_FILENO, line.data(), line.size());
 }
 
 }  // namespace

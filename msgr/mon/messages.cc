@@ -7,6 +7,9 @@ namespace siphon::mon {
 
 using proto::Decoder;
 using proto::Encoder;
+using proto::FieldReader;
+using proto::FieldRef;
+using proto::FieldWriter;
 
 namespace {
 
@@ -20,27 +23,71 @@ void decode_or_throw(const BufferList& bl, std::string_view what, F&& body) {
   if (!d.ok()) throw MonDecodeError(d.error().message());
 }
 
-void encode_paxos(Encoder& e, const PaxosHeader& p) {
-  e.u64(p.version);
-  e.u16(static_cast<std::uint16_t>(p.session_mon));
-  e.u64(p.session_mon_tid);
+// Replaces `front` with what body(Encoder&) writes.
+template <class F>
+void encode_into(BufferList& front, F&& body) {
+  front.clear();
+  Encoder e;
+  std::forward<F>(body)(e);
+  e.append_to(front);
 }
-void decode_paxos(Decoder& d, PaxosHeader& p) {
-  p.version = d.u64("paxos version");
-  p.session_mon = static_cast<std::int16_t>(d.u16("session_mon"));
-  p.session_mon_tid = d.u64("session_mon_tid");
+
+// A message whose front is exactly its field list (fields(io, m) below).
+template <class M>
+void encode_fields(M& m) {
+  encode_into(m.front(), [&](Encoder& e) {
+    FieldWriter w(e);
+    fields(w, std::as_const(m));
+  });
+}
+template <class M>
+void decode_fields(M& m, std::string_view what) {
+  decode_or_throw(m.front(), what, [&](Decoder& d) {
+    FieldReader r(d);
+    fields(r, m);
+  });
 }
 
 }  // namespace
 
+// The field lists (wire order; names label decode errors).
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, PaxosHeader> p) {
+  io.u64(p.version, "paxos version");
+  io.s16(p.session_mon, "session_mon");
+  io.u64(p.session_mon_tid, "session_mon_tid");
+}
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, MMonGetVersion> m) {
+  io.u64(m.handle, "handle");
+  io.string(m.what, "what");
+}
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, MMonCommand> m) {
+  fields(io, m.paxos);
+  io.value(m.fsid);
+  io.value(m.cmd);
+}
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, MMonCommandAck> m) {
+  fields(io, m.paxos);
+  io.s32(m.r, "r");
+  io.string(m.rs, "rs");
+  io.value(m.cmd);
+}
+
 // --- MPing ---------------------------------------------------------------------
 
 void MPing::encode_payload(std::uint64_t) {
-  front().clear();
-  if (json.empty()) return;
-  Encoder e;
-  e.string(json);
-  e.append_to(front());
+  if (json.empty()) {
+    front().clear();
+    return;
+  }
+  encode_into(front(), [&](Encoder& e) { e.string(json); });
 }
 
 void MPing::decode_payload() {
@@ -53,10 +100,7 @@ void MPing::decode_payload() {
 
 void MMonMap::encode_payload(std::uint64_t) {
   if (monmap_bl.empty()) monmap_bl = proto::encode_to_list(monmap);
-  front().clear();
-  Encoder e;
-  e.blob(monmap_bl);
-  e.append_to(front());
+  encode_into(front(), [&](Encoder& e) { e.blob(monmap_bl); });
 }
 
 void MMonMap::decode_payload() {
@@ -67,16 +111,15 @@ void MMonMap::decode_payload() {
 // --- MMonSubscribe ---------------------------------------------------------------
 
 void MMonSubscribe::encode_payload(std::uint64_t) {
-  front().clear();
-  Encoder e;
-  e.u32(static_cast<std::uint32_t>(what.size()));
-  for (const auto& [name, item] : what) {
-    e.string(name);
-    e.u64(item.start);
-    e.u8(item.flags);
-  }
-  e.string(hostname);
-  e.append_to(front());
+  encode_into(front(), [&](Encoder& e) {
+    e.u32(static_cast<std::uint32_t>(what.size()));
+    for (const auto& [name, item] : what) {
+      e.string(name);
+      e.u64(item.start);
+      e.u8(item.flags);
+    }
+    e.string(hostname);
+  });
 }
 
 void MMonSubscribe::decode_payload() {
@@ -98,75 +141,32 @@ void MMonSubscribe::decode_payload() {
 
 // --- MMonGetVersion(Reply) ---------------------------------------------------------
 
-void MMonGetVersion::encode_payload(std::uint64_t) {
-  front().clear();
-  Encoder e;
-  e.u64(handle);
-  e.string(what);
-  e.append_to(front());
-}
-
-void MMonGetVersion::decode_payload() {
-  decode_or_throw(front(), "MMonGetVersion", [&](Decoder& d) {
-    handle = d.u64("handle");
-    what = d.string("what");
-  });
-}
+void MMonGetVersion::encode_payload(std::uint64_t) { encode_fields(*this); }
+void MMonGetVersion::decode_payload() { decode_fields(*this, "MMonGetVersion"); }
 
 void MMonGetVersionReply::encode_payload(std::uint64_t) {
-  front().clear();
-  Encoder e;
-  e.u64(handle);
-  e.u64(version);
-  e.u64(oldest_version);
-  e.append_to(front());
+  encode_into(front(), [&](Encoder& e) {
+    e.u64(handle);
+    e.u64(version);
+    e.u64(oldest_version);
+  });
 }
 
 void MMonGetVersionReply::decode_payload() {
   decode_or_throw(front(), "MMonGetVersionReply", [&](Decoder& d) {
     handle = d.u64("handle");
     version = d.u64("version");
-    oldest_version = get_version() >= 2 ? d.u64("oldest_version") : 0;
+    oldest_version = get_version() >= 2 ? d.u64("oldest_version") : 0;  // absent in v1
   });
 }
 
 // --- MMonCommand(Ack) ----------------------------------------------------------------
 
-void MMonCommand::encode_payload(std::uint64_t) {
-  front().clear();
-  Encoder e;
-  encode_paxos(e, paxos);
-  proto::encode(e, fsid);
-  proto::encode(e, cmd);
-  e.append_to(front());
-}
+void MMonCommand::encode_payload(std::uint64_t) { encode_fields(*this); }
+void MMonCommand::decode_payload() { decode_fields(*this, "MMonCommand"); }
 
-void MMonCommand::decode_payload() {
-  decode_or_throw(front(), "MMonCommand", [&](Decoder& d) {
-    decode_paxos(d, paxos);
-    proto::decode(d, fsid);
-    proto::decode(d, cmd);
-  });
-}
-
-void MMonCommandAck::encode_payload(std::uint64_t) {
-  front().clear();
-  Encoder e;
-  encode_paxos(e, paxos);
-  e.s32(r);
-  e.string(rs);
-  proto::encode(e, cmd);
-  e.append_to(front());
-}
-
-void MMonCommandAck::decode_payload() {
-  decode_or_throw(front(), "MMonCommandAck", [&](Decoder& d) {
-    decode_paxos(d, paxos);
-    r = d.s32("r");
-    rs = d.string("rs");
-    proto::decode(d, cmd);
-  });
-}
+void MMonCommandAck::encode_payload(std::uint64_t) { encode_fields(*this); }
+void MMonCommandAck::decode_payload() { decode_fields(*this, "MMonCommandAck"); }
 
 void register_mon_messages(MessageRegistry& registry) {
   registry.add<MPing>();

@@ -1,312 +1,179 @@
 #include "msgr/proto/control.h"
 
 namespace siphon::proto {
+
+// Each payload's fields are listed once, in wire order (FieldWriter encodes
+// the list, FieldReader decodes it; see encoding.h). Decoding labels errors
+// with the payload's name and ignores trailing bytes (§5: newer peers may
+// append fields).
+
 namespace {
 
-// Runs `body(decoder, value)` over `payload` with errors labelled by T's
-// name; trailing bytes are ignored (§5: newer peers may append fields).
-template <class T, class F>
-Result<T> decode_payload(const BufferList& payload, F&& body) {
+template <class T>
+BufferList encode_fields(const T& value) {
+  Encoder e;
+  FieldWriter w(e);
+  fields(w, value);
+  return e.take();
+}
+
+template <class T>
+Result<T> decode_fields(const BufferList& payload) {
   Decoder d(payload);
   Decoder::Scope scope(d, T::kName);
   T value{};
-  body(d, value);
+  FieldReader r(d);
+  fields(r, value);
   if (!d.ok()) return d.error();
   return value;
 }
 
-void put_u32_vector(Encoder& e, const std::vector<std::uint32_t>& v) { proto::encode(e, v); }
-
 }  // namespace
 
-// HELLO ----------------------------------------------------------------------
+#define SIPHON_CONTROL_CODEC(T)                                                      \
+  BufferList T::encode() const { return encode_fields(*this); }                      \
+  Result<T> T::decode(const BufferList& payload) { return decode_fields<T>(payload); }
 
-BufferList Hello::encode() const {
-  Encoder e;
-  e.u8(entity_type);
-  peer_addr.encode(e);
-  return e.take();
+template <class Io>
+void fields(Io& io, FieldRef<Io, Hello> v) {
+  io.u8(v.entity_type, "entity_type");
+  io.value(v.peer_addr);
+}
+SIPHON_CONTROL_CODEC(Hello)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, AuthRequest> v) {
+  io.u32(v.method, "method");
+  io.value(v.preferred_modes);
+  io.blob(v.auth_payload, "auth payload");
+}
+SIPHON_CONTROL_CODEC(AuthRequest)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, AuthBadMethod> v) {
+  io.u32(v.method, "method");
+  io.s32(v.result, "result");
+  io.value(v.allowed_methods);
+  io.value(v.allowed_modes);
+}
+SIPHON_CONTROL_CODEC(AuthBadMethod)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, AuthReplyMore> v) {
+  io.blob(v.auth_payload, "auth payload");
+}
+SIPHON_CONTROL_CODEC(AuthReplyMore)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, AuthRequestMore> v) {
+  io.blob(v.auth_payload, "auth payload");
+}
+SIPHON_CONTROL_CODEC(AuthRequestMore)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, AuthDone> v) {
+  io.u64(v.global_id, "global_id");
+  io.u32(v.con_mode, "con_mode");
+  io.blob(v.auth_payload, "auth payload");
+}
+SIPHON_CONTROL_CODEC(AuthDone)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, AuthSignature> v) {
+  io.raw(v.sha256, "signature (32 bytes)");
+}
+SIPHON_CONTROL_CODEC(AuthSignature)
+
+// The feature/flags/cookie tail CLIENT_IDENT and SERVER_IDENT share.
+template <class Io, class Ident>
+void ident_tail(Io& io, Ident& v, std::string_view cookie_name) {
+  io.s64(v.gid, "gid");
+  io.u64(v.global_seq, "global_seq");
+  io.u64(v.supported_features, "features_supported");
+  io.u64(v.required_features, "features_required");
+  io.u64(v.flags, "flags");
+  io.u64(v.cookie, cookie_name);
 }
 
-Result<Hello> Hello::decode(const BufferList& payload) {
-  return decode_payload<Hello>(payload, [](Decoder& d, Hello& v) {
-    v.entity_type = d.u8("entity_type");
-    proto::decode(d, v.peer_addr);
-  });
+template <class Io>
+void fields(Io& io, FieldRef<Io, ClientIdent> v) {
+  io.value(v.addrs);
+  io.value(v.target_addr);
+  ident_tail(io, v, "client_cookie");
 }
+SIPHON_CONTROL_CODEC(ClientIdent)
 
-// AUTH_REQUEST ---------------------------------------------------------------
-
-BufferList AuthRequest::encode() const {
-  Encoder e;
-  e.u32(method);
-  put_u32_vector(e, preferred_modes);
-  e.blob(auth_payload);
-  return e.take();
+template <class Io>
+void fields(Io& io, FieldRef<Io, ServerIdent> v) {
+  io.value(v.addrs);
+  ident_tail(io, v, "server_cookie");
 }
+SIPHON_CONTROL_CODEC(ServerIdent)
 
-Result<AuthRequest> AuthRequest::decode(const BufferList& payload) {
-  return decode_payload<AuthRequest>(payload, [](Decoder& d, AuthRequest& v) {
-    v.method = d.u32("method");
-    proto::decode(d, v.preferred_modes);
-    v.auth_payload = d.blob("auth payload");
-  });
+template <class Io>
+void fields(Io& io, FieldRef<Io, IdentMissingFeatures> v) {
+  io.u64(v.features, "missing_features");
 }
+SIPHON_CONTROL_CODEC(IdentMissingFeatures)
 
-// AUTH_BAD_METHOD ------------------------------------------------------------
-
-BufferList AuthBadMethod::encode() const {
-  Encoder e;
-  e.u32(method);
-  e.s32(result);
-  put_u32_vector(e, allowed_methods);
-  put_u32_vector(e, allowed_modes);
-  return e.take();
+template <class Io>
+void fields(Io& io, FieldRef<Io, SessionReconnect> v) {
+  io.value(v.addrs);
+  io.u64(v.client_cookie, "client_cookie");
+  io.u64(v.server_cookie, "server_cookie");
+  io.u64(v.global_seq, "global_seq");
+  io.u64(v.connect_seq, "connect_seq");
+  io.u64(v.msg_seq, "msg_seq");
 }
+SIPHON_CONTROL_CODEC(SessionReconnect)
 
-Result<AuthBadMethod> AuthBadMethod::decode(const BufferList& payload) {
-  return decode_payload<AuthBadMethod>(payload, [](Decoder& d, AuthBadMethod& v) {
-    v.method = d.u32("method");
-    v.result = d.s32("result");
-    proto::decode(d, v.allowed_methods);
-    proto::decode(d, v.allowed_modes);
-  });
+template <class Io>
+void fields(Io& io, FieldRef<Io, SessionReset> v) {
+  io.boolean(v.full, "full");
 }
+SIPHON_CONTROL_CODEC(SessionReset)
 
-// AUTH_REPLY_MORE / AUTH_REQUEST_MORE ----------------------------------------
-
-BufferList AuthReplyMore::encode() const {
-  Encoder e;
-  e.blob(auth_payload);
-  return e.take();
+template <class Io>
+void fields(Io& io, FieldRef<Io, SessionRetry> v) {
+  io.u64(v.connect_seq, "connect_seq");
 }
+SIPHON_CONTROL_CODEC(SessionRetry)
 
-Result<AuthReplyMore> AuthReplyMore::decode(const BufferList& payload) {
-  return decode_payload<AuthReplyMore>(
-      payload, [](Decoder& d, AuthReplyMore& v) { v.auth_payload = d.blob("auth payload"); });
+template <class Io>
+void fields(Io& io, FieldRef<Io, SessionRetryGlobal> v) {
+  io.u64(v.global_seq, "global_seq");
 }
+SIPHON_CONTROL_CODEC(SessionRetryGlobal)
 
-BufferList AuthRequestMore::encode() const {
-  Encoder e;
-  e.blob(auth_payload);
-  return e.take();
+template <class Io>
+void fields(Io& io, FieldRef<Io, SessionReconnectOk> v) {
+  io.u64(v.msg_seq, "msg_seq");
 }
+SIPHON_CONTROL_CODEC(SessionReconnectOk)
 
-Result<AuthRequestMore> AuthRequestMore::decode(const BufferList& payload) {
-  return decode_payload<AuthRequestMore>(
-      payload, [](Decoder& d, AuthRequestMore& v) { v.auth_payload = d.blob("auth payload"); });
+template <class Io>
+void fields(Io&, FieldRef<Io, Wait>) {}
+SIPHON_CONTROL_CODEC(Wait)
+
+template <class Io>
+void fields(Io& io, FieldRef<Io, Keepalive2> v) {
+  io.value(v.timestamp);
 }
+SIPHON_CONTROL_CODEC(Keepalive2)
 
-// AUTH_DONE ------------------------------------------------------------------
-
-BufferList AuthDone::encode() const {
-  Encoder e;
-  e.u64(global_id);
-  e.u32(con_mode);
-  e.blob(auth_payload);
-  return e.take();
+template <class Io>
+void fields(Io& io, FieldRef<Io, Keepalive2Ack> v) {
+  io.value(v.timestamp);
 }
+SIPHON_CONTROL_CODEC(Keepalive2Ack)
 
-Result<AuthDone> AuthDone::decode(const BufferList& payload) {
-  return decode_payload<AuthDone>(payload, [](Decoder& d, AuthDone& v) {
-    v.global_id = d.u64("global_id");
-    v.con_mode = d.u32("con_mode");
-    v.auth_payload = d.blob("auth payload");
-  });
+template <class Io>
+void fields(Io& io, FieldRef<Io, Ack> v) {
+  io.u64(v.seq, "seq");
 }
+SIPHON_CONTROL_CODEC(Ack)
 
-// AUTH_SIGNATURE -------------------------------------------------------------
-
-BufferList AuthSignature::encode() const {
-  Encoder e;
-  e.raw(sha256.data(), sha256.size());
-  return e.take();
-}
-
-Result<AuthSignature> AuthSignature::decode(const BufferList& payload) {
-  return decode_payload<AuthSignature>(payload, [](Decoder& d, AuthSignature& v) {
-    d.raw(v.sha256.data(), v.sha256.size(), "signature (32 bytes)");
-  });
-}
-
-// CLIENT_IDENT ---------------------------------------------------------------
-
-BufferList ClientIdent::encode() const {
-  Encoder e;
-  addrs.encode(e);
-  target_addr.encode(e);
-  e.s64(gid);
-  e.u64(global_seq);
-  e.u64(supported_features);
-  e.u64(required_features);
-  e.u64(flags);
-  e.u64(cookie);
-  return e.take();
-}
-
-Result<ClientIdent> ClientIdent::decode(const BufferList& payload) {
-  return decode_payload<ClientIdent>(payload, [](Decoder& d, ClientIdent& v) {
-    proto::decode(d, v.addrs);
-    proto::decode(d, v.target_addr);
-    v.gid = d.s64("gid");
-    v.global_seq = d.u64("global_seq");
-    v.supported_features = d.u64("features_supported");
-    v.required_features = d.u64("features_required");
-    v.flags = d.u64("flags");
-    v.cookie = d.u64("client_cookie");
-  });
-}
-
-// SERVER_IDENT ---------------------------------------------------------------
-
-BufferList ServerIdent::encode() const {
-  Encoder e;
-  addrs.encode(e);
-  e.s64(gid);
-  e.u64(global_seq);
-  e.u64(supported_features);
-  e.u64(required_features);
-  e.u64(flags);
-  e.u64(cookie);
-  return e.take();
-}
-
-Result<ServerIdent> ServerIdent::decode(const BufferList& payload) {
-  return decode_payload<ServerIdent>(payload, [](Decoder& d, ServerIdent& v) {
-    proto::decode(d, v.addrs);
-    v.gid = d.s64("gid");
-    v.global_seq = d.u64("global_seq");
-    v.supported_features = d.u64("features_supported");
-    v.required_features = d.u64("features_required");
-    v.flags = d.u64("flags");
-    v.cookie = d.u64("server_cookie");
-  });
-}
-
-// IDENT_MISSING_FEATURES -----------------------------------------------------
-
-BufferList IdentMissingFeatures::encode() const {
-  Encoder e;
-  e.u64(features);
-  return e.take();
-}
-
-Result<IdentMissingFeatures> IdentMissingFeatures::decode(const BufferList& payload) {
-  return decode_payload<IdentMissingFeatures>(
-      payload, [](Decoder& d, IdentMissingFeatures& v) { v.features = d.u64("missing_features"); });
-}
-
-// SESSION_RECONNECT ----------------------------------------------------------
-
-BufferList SessionReconnect::encode() const {
-  Encoder e;
-  addrs.encode(e);
-  e.u64(client_cookie);
-  e.u64(server_cookie);
-  e.u64(global_seq);
-  e.u64(connect_seq);
-  e.u64(msg_seq);
-  return e.take();
-}
-
-Result<SessionReconnect> SessionReconnect::decode(const BufferList& payload) {
-  return decode_payload<SessionReconnect>(payload, [](Decoder& d, SessionReconnect& v) {
-    proto::decode(d, v.addrs);
-    v.client_cookie = d.u64("client_cookie");
-    v.server_cookie = d.u64("server_cookie");
-    v.global_seq = d.u64("global_seq");
-    v.connect_seq = d.u64("connect_seq");
-    v.msg_seq = d.u64("msg_seq");
-  });
-}
-
-// SESSION_RESET / RETRY / RETRY_GLOBAL / RECONNECT_OK ------------------------
-
-BufferList SessionReset::encode() const {
-  Encoder e;
-  e.boolean(full);
-  return e.take();
-}
-
-Result<SessionReset> SessionReset::decode(const BufferList& payload) {
-  return decode_payload<SessionReset>(payload,
-                                      [](Decoder& d, SessionReset& v) { v.full = d.boolean("full"); });
-}
-
-BufferList SessionRetry::encode() const {
-  Encoder e;
-  e.u64(connect_seq);
-  return e.take();
-}
-
-Result<SessionRetry> SessionRetry::decode(const BufferList& payload) {
-  return decode_payload<SessionRetry>(
-      payload, [](Decoder& d, SessionRetry& v) { v.connect_seq = d.u64("connect_seq"); });
-}
-
-BufferList SessionRetryGlobal::encode() const {
-  Encoder e;
-  e.u64(global_seq);
-  return e.take();
-}
-
-Result<SessionRetryGlobal> SessionRetryGlobal::decode(const BufferList& payload) {
-  return decode_payload<SessionRetryGlobal>(
-      payload, [](Decoder& d, SessionRetryGlobal& v) { v.global_seq = d.u64("global_seq"); });
-}
-
-BufferList SessionReconnectOk::encode() const {
-  Encoder e;
-  e.u64(msg_seq);
-  return e.take();
-}
-
-Result<SessionReconnectOk> SessionReconnectOk::decode(const BufferList& payload) {
-  return decode_payload<SessionReconnectOk>(
-      payload, [](Decoder& d, SessionReconnectOk& v) { v.msg_seq = d.u64("msg_seq"); });
-}
-
-// WAIT -----------------------------------------------------------------------
-
-BufferList Wait::encode() const { return {}; }
-
-Result<Wait> Wait::decode(const BufferList& payload) {
-  return decode_payload<Wait>(payload, [](Decoder&, Wait&) {});
-}
-
-// KEEPALIVE2 / KEEPALIVE2_ACK / ACK ------------------------------------------
-
-BufferList Keepalive2::encode() const {
-  Encoder e;
-  proto::encode(e, timestamp);
-  return e.take();
-}
-
-Result<Keepalive2> Keepalive2::decode(const BufferList& payload) {
-  return decode_payload<Keepalive2>(payload,
-                                    [](Decoder& d, Keepalive2& v) { proto::decode(d, v.timestamp); });
-}
-
-BufferList Keepalive2Ack::encode() const {
-  Encoder e;
-  proto::encode(e, timestamp);
-  return e.take();
-}
-
-Result<Keepalive2Ack> Keepalive2Ack::decode(const BufferList& payload) {
-  return decode_payload<Keepalive2Ack>(
-      payload, [](Decoder& d, Keepalive2Ack& v) { proto::decode(d, v.timestamp); });
-}
-
-BufferList Ack::encode() const {
-  Encoder e;
-  e.u64(seq);
-  return e.take();
-}
-
-Result<Ack> Ack::decode(const BufferList& payload) {
-  return decode_payload<Ack>(payload, [](Decoder& d, Ack& v) { v.seq = d.u64("seq"); });
-}
+#undef SIPHON_CONTROL_CODEC
 
 // Auth none ------------------------------------------------------------------
 

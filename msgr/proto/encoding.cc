@@ -159,36 +159,25 @@ std::uint8_t Decoder::u8(std::string_view field) {
   return b;
 }
 
-std::uint16_t Decoder::u16(std::string_view field) {
-  std::uint8_t b[2] = {};
-  if (!need(2, field)) return 0;
-  cur_.read(b, 2);
-  return static_cast<std::uint16_t>(b[0] | (b[1] << 8));
+template <class U>
+U Decoder::read_le(std::string_view field) {
+  std::uint8_t b[sizeof(U)] = {};
+  if (!need(sizeof(U), field)) return 0;
+  cur_.read(b, sizeof(U));
+  U v = 0;
+  for (std::size_t i = sizeof(U); i-- > 0;) v = static_cast<U>((v << 8) | b[i]);
+  return v;
 }
+
+std::uint16_t Decoder::u16(std::string_view field) { return read_le<std::uint16_t>(field); }
+std::uint32_t Decoder::u32(std::string_view field) { return read_le<std::uint32_t>(field); }
+std::uint64_t Decoder::u64(std::string_view field) { return read_le<std::uint64_t>(field); }
 
 std::uint16_t Decoder::be16(std::string_view field) {
   std::uint8_t b[2] = {};
   if (!need(2, field)) return 0;
   cur_.read(b, 2);
   return static_cast<std::uint16_t>((b[0] << 8) | b[1]);
-}
-
-std::uint32_t Decoder::u32(std::string_view field) {
-  std::uint8_t b[4] = {};
-  if (!need(4, field)) return 0;
-  cur_.read(b, 4);
-  std::uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | b[i];
-  return v;
-}
-
-std::uint64_t Decoder::u64(std::string_view field) {
-  std::uint8_t b[8] = {};
-  if (!need(8, field)) return 0;
-  cur_.read(b, 8);
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | b[i];
-  return v;
 }
 
 void Decoder::raw(void* dst, std::size_t len, std::string_view field) {

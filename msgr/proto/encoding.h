@@ -315,6 +315,9 @@ class Decoder {
 
  private:
   bool need(std::size_t len, std::string_view field);
+  /// A little-endian unsigned integer (0 after a failure).
+  template <class U>
+  U read_le(std::string_view field);
   void push(std::string_view name) noexcept {
     if (depth_ < DecodeError::kMaxContext) ctx_[depth_] = name;
     ++depth_;
@@ -566,6 +569,78 @@ Decoder& Decoder::get(T& v) {
   decode(*this, v);
   return *this;
 }
+
+// ---------------------------------------------------------------------------
+// Field lists: one description of a payload serves encode and decode
+//
+// A payload's fields are listed once, in wire order, as a template over the
+// direction:
+//
+//   template <class Io>
+//   void fields(Io& io, FieldRef<Io, Hello> v) {
+//     io.u8(v.entity_type, "entity_type");
+//     io.value(v.peer_addr);
+//   }
+//
+// With a FieldWriter the list encodes (`v` is const, names are unused); with
+// a FieldReader it decodes into `v` (names label errors). Everything is
+// inlined: the writer compiles to the same Encoder calls as hand-written code.
+
+class FieldWriter {
+ public:
+  template <class T>
+  using Ref = const T&;
+  explicit FieldWriter(Encoder& e) noexcept : e_(e) {}
+
+  void u8(std::uint8_t v, std::string_view) { e_.u8(v); }
+  void u16(std::uint16_t v, std::string_view) { e_.u16(v); }
+  void s16(std::int16_t v, std::string_view) { e_.u16(static_cast<std::uint16_t>(v)); }
+  void u32(std::uint32_t v, std::string_view) { e_.u32(v); }
+  void u64(std::uint64_t v, std::string_view) { e_.u64(v); }
+  void s32(std::int32_t v, std::string_view) { e_.s32(v); }
+  void s64(std::int64_t v, std::string_view) { e_.s64(v); }
+  void boolean(bool v, std::string_view) { e_.boolean(v); }
+  void string(const std::string& v, std::string_view) { e_.string(v); }
+  void blob(const BufferList& v, std::string_view) { e_.blob(v); }
+  /// Fixed-size bytes, no length prefix.
+  template <std::size_t N>
+  void raw(const std::array<std::uint8_t, N>& v, std::string_view) { e_.raw(v.data(), N); }
+  /// Any type of the encode/decode overload set (its own field names).
+  template <class T>
+  void value(const T& v) { encode(e_, v); }
+
+ private:
+  Encoder& e_;
+};
+
+class FieldReader {
+ public:
+  template <class T>
+  using Ref = T&;
+  explicit FieldReader(Decoder& d) noexcept : d_(d) {}
+
+  void u8(std::uint8_t& v, std::string_view field) { v = d_.u8(field); }
+  void u16(std::uint16_t& v, std::string_view field) { v = d_.u16(field); }
+  void s16(std::int16_t& v, std::string_view field) { v = static_cast<std::int16_t>(d_.u16(field)); }
+  void u32(std::uint32_t& v, std::string_view field) { v = d_.u32(field); }
+  void u64(std::uint64_t& v, std::string_view field) { v = d_.u64(field); }
+  void s32(std::int32_t& v, std::string_view field) { v = d_.s32(field); }
+  void s64(std::int64_t& v, std::string_view field) { v = d_.s64(field); }
+  void boolean(bool& v, std::string_view field) { v = d_.boolean(field); }
+  void string(std::string& v, std::string_view field) { v = d_.string(field); }
+  void blob(BufferList& v, std::string_view field) { v = d_.blob(field); }
+  template <std::size_t N>
+  void raw(std::array<std::uint8_t, N>& v, std::string_view field) { d_.raw(v.data(), N, field); }
+  template <class T>
+  void value(T& v) { decode(d_, v); }
+
+ private:
+  Decoder& d_;
+};
+
+/// `const T&` for a FieldWriter, `T&` for a FieldReader.
+template <class Io, class T>
+using FieldRef = typename Io::template Ref<T>;
 
 /// Decodes a whole BufferList with decode(Decoder&, T&); trailing bytes are
 /// ignored (msgr2 payload rule). `name` labels errors.

@@ -31,14 +31,6 @@ std::string_view to_string(ClientHandshake::State s) noexcept {
   return "?";
 }
 
-namespace {
-bool all_zero(const AuthSignature& s) {
-  for (auto b : s.sha256)
-    if (b != 0) return false;
-  return true;
-}
-}  // namespace
-
 ClientHandshake::ClientHandshake(LocalIdentity me, PolicyView policy, EntityAddr target,
                                  std::uint8_t peer_type, SessionIds ids, HandshakeServices services)
     : me_(std::move(me)),
@@ -48,18 +40,7 @@ ClientHandshake::ClientHandshake(LocalIdentity me, PolicyView policy, EntityAddr
       ids_(ids),
       svc_(std::move(services)) {}
 
-Step ClientHandshake::fail(errc e, std::string why) {
-  state_ = State::failed;
-  return Step::fault(e, std::move(why));
-}
-
-Step ClientHandshake::start() {
-  if (state_ != State::start) return fail(errc::internal_error, "handshake started twice");
-  Step s;
-  s.send.push_back(encode(Hello{me_.entity_type, target_}));
-  state_ = State::hello_wait;
-  return s;
-}
+Step ClientHandshake::start() { return send_hello(me_.entity_type, target_); }
 
 Step ClientHandshake::on_frame(const Frame& f) {
   switch (state_) {
@@ -156,10 +137,7 @@ Step ClientHandshake::on_auth_done(const Frame& f) {
 }
 
 Step ClientHandshake::on_signature(const Frame& f) {
-  AuthSignature sig;
-  std::string why;
-  if (!decode(f, sig, why)) return fail(errc::decode_error, std::string(why));
-  if (!all_zero(sig)) return fail(errc::auth_unsupported, "AUTH_SIGNATURE mismatch (auth none expects zeros)");
+  if (auto fault = check_signature(f)) return *std::move(fault);
   ids_.global_seq = svc_.next_global_seq(0);
   Step s;
   if (ids_.server_cookie != 0 && !policy_.lossy) {

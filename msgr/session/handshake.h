@@ -41,6 +41,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -197,9 +198,50 @@ struct Step {
 
 std::string_view to_string(Step::Outcome o) noexcept;
 
-class ClientHandshake {
+enum class ClientHandshakeState { start, hello_wait, auth_wait, sig_wait, ident_wait, ready, failed };
+enum class ServerHandshakeState {
+  start, hello_wait, auth_wait, sig_wait, ident_wait, decide, ready, failed
+};
+
+namespace detail {
+// What both sides of the handshake do alike; State is the side's enum.
+template <class State>
+class HandshakeCommon {
  public:
-  enum class State { start, hello_wait, auth_wait, sig_wait, ident_wait, ready, failed };
+  State state() const noexcept { return state_; }
+
+ protected:
+  // Ends the handshake: state failed, outcome fault.
+  Step fail(errc e, std::string why) {
+    state_ = State::failed;
+    return Step::fault(e, std::move(why));
+  }
+  // start(): HELLO with our entity type and the peer's address as we see it.
+  Step send_hello(std::uint8_t entity_type, const EntityAddr& peer_seen) {
+    if (state_ != State::start) return fail(errc::internal_error, "handshake started twice");
+    Step s;
+    s.send.push_back(encode(Hello{entity_type, peer_seen}));
+    state_ = State::hello_wait;
+    return s;
+  }
+  // The peer's AUTH_SIGNATURE under auth none must be 32 zero bytes: the
+  // fault when it is not (or does not decode), nothing when it is.
+  std::optional<Step> check_signature(const Frame& f) {
+    AuthSignature sig;
+    std::string why;
+    if (!decode(f, sig, why)) return fail(errc::decode_error, std::move(why));
+    for (const std::uint8_t b : sig.sha256)
+      if (b != 0) return fail(errc::auth_unsupported, "AUTH_SIGNATURE mismatch (auth none expects zeros)");
+    return std::nullopt;
+  }
+
+  State state_ = State::start;
+};
+}  // namespace detail
+
+class ClientHandshake : public detail::HandshakeCommon<ClientHandshakeState> {
+ public:
+  using State = ClientHandshakeState;
 
   // `target` is the address dialled (type MSGR2); `peer_type` the entity
   // type we expect (entity type any: accept whatever the peer says).
@@ -210,7 +252,6 @@ class ClientHandshake {
   Step start();
   Step on_frame(const Frame& f);
 
-  State state() const noexcept { return state_; }
   const SessionIds& ids() const noexcept { return ids_; }
   const PeerInfo& peer() const noexcept { return peer_; }
   const LocalIdentity& me() const noexcept { return me_; }
@@ -222,7 +263,6 @@ class ClientHandshake {
   Step on_ident_reply(const Frame& f);
   Frame client_ident();
   Frame session_reconnect();
-  Step fail(errc e, std::string why);
 
   LocalIdentity me_;
   PolicyView policy_;
@@ -231,13 +271,12 @@ class ClientHandshake {
   SessionIds ids_;
   HandshakeServices svc_;
   PeerInfo peer_;
-  State state_ = State::start;
   bool sent_reconnect_ = false;
 };
 
-class ServerHandshake {
+class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
  public:
-  enum class State { start, hello_wait, auth_wait, sig_wait, ident_wait, decide, ready, failed };
+  using State = ServerHandshakeState;
 
   // `peer_socket_addr` is the accepted socket's remote address.
   ServerHandshake(LocalIdentity me, NetAddress peer_socket_addr, HandshakeServices services);
@@ -263,7 +302,6 @@ class ServerHandshake {
   // Closes without a reply (stale connection, bad identity).
   Step refuse(std::string why);
 
-  State state() const noexcept { return state_; }
   const PeerInfo& peer() const noexcept { return peer_; }
   const PolicyView& policy() const noexcept { return policy_; }
   const ClientIdent& client_ident() const noexcept { return client_ident_; }
@@ -279,7 +317,8 @@ class ServerHandshake {
   Step on_client_ident(const Frame& f);
   Step on_reconnect(const Frame& f);
   bool is_my_addr(const EntityAddr& a) const noexcept;
-  Step fail(errc e, std::string why);
+  // A driver's reply in decide that keeps waiting for the next ident.
+  Step reply(Frame f);
 
   LocalIdentity me_;
   NetAddress peer_socket_addr_;
@@ -289,7 +328,6 @@ class ServerHandshake {
   SessionIds ids_;
   ClientIdent client_ident_;
   SessionReconnect reconnect_;
-  State state_ = State::start;
 };
 
 std::string_view to_string(ClientHandshake::State s) noexcept;

@@ -26,20 +26,11 @@ ServerHandshake::ServerHandshake(LocalIdentity me, NetAddress peer_socket_addr,
                                  HandshakeServices services)
     : me_(std::move(me)), peer_socket_addr_(peer_socket_addr), svc_(std::move(services)) {}
 
-Step ServerHandshake::fail(errc e, std::string why) {
-  state_ = State::failed;
-  return Step::fault(e, std::move(why));
-}
-
 Step ServerHandshake::start() {
-  if (state_ != State::start) return fail(errc::internal_error, "handshake started twice");
   EntityAddr seen;  // how we see the peer: its socket address, type MSGR2, nonce 0
   seen.type = AddrType::msgr2;
   seen.addr = peer_socket_addr_;
-  Step s;
-  s.send.push_back(encode(Hello{me_.entity_type, seen}));
-  state_ = State::hello_wait;
-  return s;
+  return send_hello(me_.entity_type, seen);
 }
 
 Step ServerHandshake::on_frame(const Frame& f) {
@@ -107,11 +98,7 @@ Step ServerHandshake::on_auth_request(const Frame& f) {
 }
 
 Step ServerHandshake::on_signature(const Frame& f) {
-  AuthSignature sig;
-  std::string why;
-  if (!decode(f, sig, why)) return fail(errc::decode_error, std::string(why));
-  for (auto b : sig.sha256)
-    if (b != 0) return fail(errc::auth_unsupported, "AUTH_SIGNATURE mismatch (auth none expects zeros)");
+  if (auto fault = check_signature(f)) return *std::move(fault);
   state_ = State::ident_wait;
   return {};
 }
@@ -206,37 +193,22 @@ Step ServerHandshake::accept_reconnect(std::uint64_t in_seq) {
   return s;
 }
 
-Step ServerHandshake::reply_reset(bool full) {
+Step ServerHandshake::reply(Frame f) {
   if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
   Step s;
-  s.send.push_back(encode(SessionReset{full}));
-  state_ = State::ident_wait;
+  s.send.push_back(std::move(f));
+  state_ = State::ident_wait;  // after WAIT the client closes; anything else it sends is re-checked
   return s;
 }
 
+Step ServerHandshake::reply_reset(bool full) { return reply(encode(SessionReset{full})); }
 Step ServerHandshake::reply_retry(std::uint64_t connect_seq) {
-  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
-  Step s;
-  s.send.push_back(encode(SessionRetry{connect_seq}));
-  state_ = State::ident_wait;
-  return s;
+  return reply(encode(SessionRetry{connect_seq}));
 }
-
 Step ServerHandshake::reply_retry_global(std::uint64_t global_seq) {
-  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
-  Step s;
-  s.send.push_back(encode(SessionRetryGlobal{global_seq}));
-  state_ = State::ident_wait;
-  return s;
+  return reply(encode(SessionRetryGlobal{global_seq}));
 }
-
-Step ServerHandshake::reply_wait() {
-  if (state_ != State::decide) return fail(errc::internal_error, "reply outside decide");
-  Step s;
-  s.send.push_back(encode(Wait{}));
-  state_ = State::ident_wait;  // the client closes; anything else it sends is re-checked
-  return s;
-}
+Step ServerHandshake::reply_wait() { return reply(encode(Wait{})); }
 
 Step ServerHandshake::refuse(std::string why) { return fail(errc::connection_reset, std::move(why)); }
 

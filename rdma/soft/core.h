@@ -472,22 +472,6 @@ struct SendSlot {
   bool fault_checked;  // engine: fault draws made for this WR
 };
 
-struct QpcAttr {  // the modify()-able attributes, engine-owned
-  std::uint32_t access = 0;
-  std::uint8_t port = 1;
-  AddressVector av;
-  Mtu path_mtu = Mtu::mtu1024;
-  std::uint32_t dest_qpn = 0;
-  std::uint32_t rq_psn = 0;
-  std::uint32_t sq_psn = 0;
-  std::uint8_t max_dest_rd_atomic = 1;
-  std::uint8_t max_rd_atomic = 1;
-  std::uint8_t min_rnr_timer = 12;
-  std::uint8_t timeout = 14;
-  std::uint8_t retry_cnt = 7;
-  std::uint8_t rnr_retry = 7;
-};
-
 // IB encodings.
 std::chrono::nanoseconds rnr_timer_duration(std::uint8_t code) noexcept;
 std::chrono::nanoseconds ack_timeout_duration(std::uint8_t code) noexcept;  // 0 = infinite
@@ -535,7 +519,9 @@ class QpCore final : public TimerClient {
   std::shared_ptr<SrqCore> srq;
   std::atomic<QpCore*> next_doorbell{nullptr};
   std::atomic<bool> doorbell_pending{false};
-  QpcAttr attr;  // engine
+  // The modify()-able attributes, engine-owned. Its `state` is unused (the
+  // QP's state is state_) and so is pkey_index (one partition).
+  QpAttr attr;
   bool destroyed = false;
 
  private:

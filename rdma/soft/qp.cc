@@ -85,6 +85,14 @@ bool transition_exists(QpState cur, QpState next) noexcept {
     if (r.from == cur && r.to == next) return true;
   return false;
 }
+
+// Detaches `link` from this QP and closes it.
+void drop_link(Link*& link) {
+  if (link == nullptr) return;
+  link->qp = nullptr;
+  link->close(false);
+  link = nullptr;
+}
 }  // namespace
 
 QpCore::QpCore(DeviceCore& d, std::uint32_t pd_id, const QpInit& init, std::shared_ptr<CqCore> s,
@@ -137,16 +145,8 @@ void QpCore::destroy() {
       --b->used;
     }
   engine.remove_timer_client(this);
-  if (req_link_ != nullptr) {
-    req_link_->qp = nullptr;
-    req_link_->close(false);
-    req_link_ = nullptr;
-  }
-  if (resp_link_ != nullptr) {
-    resp_link_->qp = nullptr;
-    resp_link_->close(false);
-    resp_link_ = nullptr;
-  }
+  drop_link(req_link_);
+  drop_link(resp_link_);
 }
 
 std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
@@ -189,13 +189,13 @@ std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
     return {};
   }
   // Apply.
-  if (mask & kAttrAccessFlags) attr.access = a.access_flags;
-  if (mask & kAttrPort) attr.port = a.port_num;
+  if (mask & kAttrAccessFlags) attr.access_flags = a.access_flags;
+  if (mask & kAttrPort) attr.port_num = a.port_num;
   if (mask & kAttrPath) {
     attr.av = a.av;
     attr.path_mtu = a.path_mtu;
   }
-  if (mask & kAttrDestQpn) attr.dest_qpn = a.dest_qp_num;
+  if (mask & kAttrDestQpn) attr.dest_qp_num = a.dest_qp_num;
   if (mask & kAttrRqPsn) attr.rq_psn = a.rq_psn & wire::kPsnMask;
   if (mask & kAttrSqPsn) attr.sq_psn = a.sq_psn & wire::kPsnMask;
   if (mask & kAttrMaxDestRdAtomic) attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
@@ -221,23 +221,15 @@ std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
 }
 
 void QpCore::reset_all() {
-  if (req_link_ != nullptr) {
-    req_link_->qp = nullptr;
-    req_link_->close(false);
-    req_link_ = nullptr;
-  }
-  if (resp_link_ != nullptr) {
-    resp_link_->qp = nullptr;
-    resp_link_->close(false);
-    resp_link_ = nullptr;
-  }
+  drop_link(req_link_);
+  drop_link(resp_link_);
   set_state(QpState::reset);
   const auto p = sq_prod_.load(std::memory_order_acquire);
   sq_seen_ = done_ = tx_next_ = acked_ = sq_base_ = p;
   sq_free_.store(p, std::memory_order_release);
   if (rq_) rq_->clear();
   claimed_.valid = false;
-  attr = QpcAttr{};
+  attr = QpAttr{};
   expected_psn_ = 0;
   pending_err_idx_ = ~0ull;
   reads_out_ = 0;

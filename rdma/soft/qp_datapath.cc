@@ -167,7 +167,7 @@ void QpCore::open_link() {
   NetAddress to;
   std::error_code ec;
   int fd = -1;
-  if (gid_to_address(attr.av.dgid, static_cast<std::uint16_t>(attr.dest_qpn >> 8), scope, to))
+  if (gid_to_address(attr.av.dgid, static_cast<std::uint16_t>(attr.dest_qp_num >> 8), scope, to))
     fd = connect_nb(to, ec);
   if (fd < 0) {
     reconnect_wait_ = true;  // the retry timer tries again
@@ -189,7 +189,7 @@ void QpCore::open_link() {
   hello.magic = wire::kMagic;
   hello.version = wire::kVersion;
   hello.src_qpn = qpn;
-  hello.dst_qpn = attr.dest_qpn;
+  hello.dst_qpn = attr.dest_qp_num;
   hello.src_guid = dev.attr.node_guid;
   link->put(h, &hello, sizeof hello);
   req_link_ = link;
@@ -531,7 +531,7 @@ RxSink QpCore::on_request(Link& link, const wire::Header& h) {
     cur_ = Cur::not_ready;
     return sink;
   }
-  if (link.peer_qpn != attr.dest_qpn) {
+  if (link.peer_qpn != attr.dest_qp_num) {
     cur_ = Cur::drop;  // not our peer: a packet for nobody
     return sink;
   }
@@ -564,7 +564,7 @@ RxSink QpCore::on_request(Link& link, const wire::Header& h) {
   }
   if (type == wire::Type::write && len != 0) {
     const std::uint64_t raddr = h.raddr.value();
-    bool ok = (attr.access & kRemoteWrite) != 0;
+    bool ok = (attr.access_flags & kRemoteWrite) != 0;
     if (ok) {
       std::lock_guard lk(dev.mrs.mu);
       ok = dev.mrs.check(h.rkey.value(), pd, kRemoteWrite, raddr, len) != nullptr;
@@ -642,7 +642,7 @@ bool QpCore::queue_read(const wire::Header& h) {
   const std::uint32_t psn = h.psn.value();
   const std::uint32_t len = h.len.value();
   const std::uint64_t raddr = h.raddr.value();
-  bool ok = (attr.access & kRemoteRead) != 0 || len == 0;
+  bool ok = (attr.access_flags & kRemoteRead) != 0 || len == 0;
   if (ok && len != 0) {
     std::lock_guard lk(dev.mrs.mu);
     ok = dev.mrs.check(h.rkey.value(), pd, kRemoteRead, raddr, len) != nullptr;

@@ -233,13 +233,8 @@ bool start_server(const RunSetup& s, const std::string& bind_text, std::optional
                   std::function<CpuTimes()> cpu, ServerSide& out, std::string& error, bool& unavailable) {
   const auto addr = parse_bind(bind_text, error);
   if (!addr) return false;
-  std::string why;
-  out.stack = create_stack(s.ms_type, *s.cfg, s.options, why);
-  if (!out.stack) {
-    unavailable = true;
-    error = fmt::format("cannot create the {} stack: {}", s.ms_type.to_string(), why);
-    return false;
-  }
+  out.stack = create_run_stack(s, error, unavailable);
+  if (!out.stack) return false;
   out.logic = std::make_unique<BenchServer>(!s.args.queue_dispatch, std::move(cpu));
   out.msgr = Messenger::create(out.stack, {entity_type::osd, 0}, s.options, nonce);
   out.msgr->set_policy(entity_type::client, s.args.lossy ? Policy::stateless_server() : Policy::stateful_server());
@@ -442,13 +437,8 @@ class ConnDispatcher final : public Dispatcher {
 };
 
 bool BenchClient::connect(std::string& error, bool& unavailable) {
-  std::string why;
-  stack_ = create_stack(s_.ms_type, *s_.cfg, s_.options, why);
-  if (!stack_) {
-    unavailable = true;
-    error = fmt::format("cannot create the {} stack: {}", s_.ms_type.to_string(), why);
-    return false;
-  }
+  stack_ = create_run_stack(s_, error, unavailable);
+  if (!stack_) return false;
   const Policy policy = a_.lossy ? Policy::lossy_client() : Policy::lossless_client();
   std::uint64_t per = a_.count ? *a_.count / a_.conns : 0;
   std::uint64_t extra = a_.count ? *a_.count % a_.conns : 0;
@@ -832,6 +822,17 @@ Result BenchClient::run() {
   return r;
 }
 
+// A finished run's result `r` takes the place of `out`, keeping what
+// describe() filled in.
+void keep_description(Result& out, Result&& r) {
+  r.mode = out.mode;
+  r.pattern = out.pattern;
+  r.ms_type = out.ms_type;
+  r.config = out.config;
+  r.options = out.options;
+  out = std::move(r);
+}
+
 // Fills the configuration part of a result.
 void describe(const RunSetup& s, Result& r) {
   const BenchArgs& a = s.args;
@@ -896,16 +897,41 @@ void note_polling(const RunSetup& s, const transport::Stack* stack, Result& r) {
 
 }  // namespace
 
-std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& error) {
-  const auto a = EntityAddr::parse(text, AddrType::msgr2);
+std::shared_ptr<transport::Stack> create_run_stack(const RunSetup& s, std::string& error,
+                                                   bool& unavailable) {
+  std::string why;
+  auto stack = create_stack(s.ms_type, *s.cfg, s.options, why);
+  if (!stack) {
+    unavailable = true;
+    error = fmt::format("cannot create the {} stack: {}", s.ms_type.to_string(), why);
+  }
+  return stack;
+}
+
+namespace {
+
+// An msgr2 address given to `option`; nullopt with `error` set otherwise.
+// `form` describes what is expected.
+std::optional<EntityAddr> parse_msgr2_addr(const std::string& text, std::string_view option,
+                                           std::string_view form, std::string& error) {
+  auto a = EntityAddr::parse(text, AddrType::msgr2);
   if (!a || a->is_blank()) {
-    error = fmt::format("--target '{}' is not an address (IP:PORT, e.g. 192.0.2.1:6800)", text);
+    error = fmt::format("{} '{}' is not an address ({})", option, text, form);
     return std::nullopt;
   }
   if (a->type != AddrType::msgr2) {
-    error = fmt::format("--target '{}': siphon-bench speaks msgr2 only (use a v2: address or none)", text);
+    error = fmt::format("{} '{}': siphon-bench speaks msgr2 only (use a v2: address or none)", option,
+                        text);
     return std::nullopt;
   }
+  return a;
+}
+
+}  // namespace
+
+std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& error) {
+  const auto a = parse_msgr2_addr(text, "--target", "IP:PORT, e.g. 192.0.2.1:6800", error);
+  if (!a) return std::nullopt;
   if (a->port() == 0) {
     error = fmt::format("--target '{}' needs a port (the one `siphon-bench server` printed)", text);
     return std::nullopt;
@@ -913,18 +939,8 @@ std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& 
   return EntityAddrVec(*a);
 }
 
-
 std::optional<EntityAddr> parse_bind(const std::string& text, std::string& error) {
-  const auto addr = EntityAddr::parse(text, AddrType::msgr2);
-  if (!addr || addr->is_blank()) {
-    error = fmt::format("--bind '{}' is not an address (IP[:PORT], e.g. 0.0.0.0:6800)", text);
-    return std::nullopt;
-  }
-  if (addr->type != AddrType::msgr2) {
-    error = fmt::format("--bind '{}': siphon-bench speaks msgr2 only (use a v2: address or none)", text);
-    return std::nullopt;
-  }
-  return addr;
+  return parse_msgr2_addr(text, "--bind", "IP[:PORT], e.g. 0.0.0.0:6800", error);
 }
 
 void request_stop() noexcept { g_stop.store(true, std::memory_order_relaxed); }
@@ -966,12 +982,7 @@ RunOutcome run_loopback(const RunSetup& s) {
     r.stack_counters = client.counters();
     for (const auto& [name, value] : stack_counters(*server.stack)) r.stack_counters[name] += value;
     client_stack = client.stack();
-    r.mode = out.result.mode;
-    r.pattern = out.result.pattern;
-    r.ms_type = out.result.ms_type;
-    r.config = out.result.config;
-    r.options = out.result.options;
-    out.result = std::move(r);
+    keep_description(out.result, std::move(r));
     note_polling(s, client_stack.get(), out.result);
     out.ran = true;
   }
@@ -1000,12 +1011,7 @@ RunOutcome run_client(const RunSetup& s) {
   if (!client.connect(out.error, out.unavailable)) return out;
   Result r = client.run();
   r.stack_counters = client.counters();
-  r.mode = out.result.mode;
-  r.pattern = out.result.pattern;
-  r.ms_type = out.result.ms_type;
-  r.config = out.result.config;
-  r.options = out.result.options;
-  out.result = std::move(r);
+  keep_description(out.result, std::move(r));
   note_polling(s, client.stack().get(), out.result);
   out.ran = true;
   return out;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -42,6 +43,11 @@ RunOutcome run_client(const RunSetup& setup);
 // Serves until a stop is requested, --duration passes, or (--once) the first
 // client run is done. The result holds what was served.
 RunOutcome run_server(const RunSetup& setup);
+
+// The stack `setup` names (its ms_type); nullptr with `error` set to one
+// sentence and `unavailable` true when this build cannot create it.
+std::shared_ptr<transport::Stack> create_run_stack(const RunSetup& setup, std::string& error,
+                                                   bool& unavailable);
 
 // Address flags: --target (IP:PORT, port required) and --bind (IP[:PORT]).
 // nullopt with `error` set to one sentence when malformed.

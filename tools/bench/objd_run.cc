@@ -74,13 +74,8 @@ class Driver {
   explicit Driver(const RunSetup& s) : s_(s), a_(s.args) {}
 
   bool connect(const EntityAddrVec& target, std::string& error, bool& unavailable) {
-    std::string why;
-    stack_ = create_stack(s_.ms_type, *s_.cfg, s_.options, why);
-    if (!stack_) {
-      unavailable = true;
-      error = fmt::format("cannot create the {} stack: {}", s_.ms_type.to_string(), why);
-      return false;
-    }
+    stack_ = create_run_stack(s_, error, unavailable);
+    if (!stack_) return false;
     auto registry = std::make_shared<MessageRegistry>();
     registry->add<MObjdReply>();
     try {

@@ -22,6 +22,7 @@
 
 #include "command_sig.h"
 #include "compat/config.h"
+#include "msgr/base/buffer.h"
 #include "msgr/base/log.h"
 #include "msgr/mon/mon_client.h"
 
@@ -178,19 +179,6 @@ std::chrono::nanoseconds secs(double s) {
 int connect_error_exit(const mon::MonError& e) {
   std::fprintf(stderr, "siphon-ceph: error connecting to the cluster: %s\n", e.message.c_str());
   return e.kind == mon::MonError::Kind::cephx_required ? 13 : 1;
-}
-
-void write_all(int fd, const BufferList& bl) {
-  for (const auto& p : bl.ptrs()) {
-    const auto* d = reinterpret_cast<const char*>(p.data());
-    std::size_t left = p.length();
-    while (left > 0) {
-      const ssize_t n = ::write(fd, d, left);
-      if (n <= 0) return;
-      d += n;
-      left -= static_cast<std::size_t>(n);
-    }
-  }
 }
 
 std::string errno_name(int e) {

@@ -62,19 +62,6 @@ class FakeServer {
   std::thread thread_;
 };
 
-void write_all(int fd, const BufferList& bl) {
-  for (const auto& p : bl.ptrs()) {
-    const auto* d = reinterpret_cast<const char*>(p.data());
-    std::size_t left = p.length();
-    while (left > 0) {
-      const ssize_t n = ::write(fd, d, left);
-      if (n <= 0) return;
-      d += n;
-      left -= static_cast<std::size_t>(n);
-    }
-  }
-}
-
 void drain(int fd, std::chrono::milliseconds for_how_long) {
   timeval tv{0, 100000};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
