@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -81,6 +82,20 @@ struct Pair {
     w.remote_addr = reinterpret_cast<std::uint64_t>(mem.data()) + 32768;
     w.rkey = mr->rkey();
     return w;
+  }
+  // Posts one WR on A and returns the one completion it yields on `cq`
+  // (nullopt, with the test failed, if posting fails or none comes).
+  std::optional<Wc> complete_one(SendWr& w, CompletionQueue& cq) {
+    if (const std::error_code ec = a->post_send({&w, 1}, nullptr)) {
+      ADD_FAILURE() << "post_send: " << ec.message();
+      return std::nullopt;
+    }
+    auto got = poll(cq, 1);
+    if (got.size() != 1) {
+      ADD_FAILURE() << got.size() << " completions, expected one";
+      return std::nullopt;
+    }
+    return got[0];
   }
   std::vector<Wc> poll(CompletionQueue& cq, std::size_t n, std::chrono::milliseconds t = 20s) {
     std::vector<Wc> out;
@@ -186,10 +201,9 @@ TEST(SoftFaults, QpToErrFlushes) {
   Pair p(o);
   Sge sg;
   SendWr w = p.write(1, &sg);
-  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
-  auto got = p.poll(*p.cqa, 1);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, WcStatus::flushed);
+  const auto wc = p.complete_one(w, *p.cqa);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::flushed);
   EXPECT_EQ(p.a->state(), QpState::err);
   EXPECT_EQ(counters(*p.prov)->qp_errors_injected, 1u);
 }
@@ -272,10 +286,9 @@ TEST(SoftFaults, CorruptDataFlipsBitsOfPlacedPayloads) {
   // RDMA WRITE: A's bytes 0..63 into B's MR at 32768.
   Sge sg;
   SendWr w = p.write(1, &sg);
-  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
-  auto got = p.poll(*p.cqa, 1);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, WcStatus::success);
+  auto wc = p.complete_one(w, *p.cqa);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::success);
   check("write", 32768);
   // RDMA READ: bytes 0..63 pulled into 16384 (the response lands at A).
   Sge rsg{base + 16384, 64, p.mr->lkey()};
@@ -287,10 +300,9 @@ TEST(SoftFaults, CorruptDataFlipsBitsOfPlacedPayloads) {
   r.num_sge = 1;
   r.remote_addr = base;
   r.rkey = p.mr->rkey();
-  ASSERT_FALSE(p.a->post_send({&r, 1}, nullptr));
-  got = p.poll(*p.cqa, 1);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, WcStatus::success);
+  wc = p.complete_one(r, *p.cqa);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::success);
   check("read", 16384);
   // SEND into a receive buffer of B at 49152.
   Sge recv_sg{base + 49152, 64, p.mr->lkey()};
@@ -298,11 +310,10 @@ TEST(SoftFaults, CorruptDataFlipsBitsOfPlacedPayloads) {
   ASSERT_FALSE(p.b->post_recv({&rw, 1}, nullptr));
   SendWr s = p.write(4, &sg);
   s.opcode = Opcode::send;
-  ASSERT_FALSE(p.a->post_send({&s, 1}, nullptr));
-  got = p.poll(*p.cqb, 1);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, WcStatus::success);
-  EXPECT_EQ(got[0].byte_len, 64u);
+  wc = p.complete_one(s, *p.cqb);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::success);
+  EXPECT_EQ(wc->byte_len, 64u);
   ASSERT_EQ(p.poll(*p.cqa, 1).size(), 1u);
   check("send", 49152);
 }
@@ -454,10 +465,9 @@ TEST(SoftRobustness, GarbageOnTheWireDoesNotHurtTheAdapter) {
   // The adapter still works, and B accepted nothing from the impostor.
   Sge sg;
   SendWr w = p.write(1, &sg);
-  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
-  auto got = p.poll(*p.cqa, 1);
-  ASSERT_EQ(got.size(), 1u);
-  EXPECT_EQ(got[0].status, WcStatus::success);
+  const auto wc = p.complete_one(w, *p.cqa);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::success);
   EXPECT_EQ(p.b->state(), QpState::rts);
   CmEvent ev;
   EXPECT_FALSE(ch->get_event(ev));  // garbage never became a connect request
