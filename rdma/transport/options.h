@@ -62,8 +62,9 @@ struct RdmaOptions {
   std::chrono::microseconds polling{1000};
   // ms_async_rdma_enable_hugepage (Ceph, default false).
   bool enable_hugepage = false;
-  // ms_async_rdma_cm (Ceph, default false): Siphon always uses the rdma-cm
-  // shaped connection manager of the provider; false is accepted and noted.
+  // ms_async_rdma_cm (Ceph, default false): not a field. Siphon always uses
+  // the rdma-cm shaped connection manager of the provider; compat/ warns when
+  // a configuration sets it to false explicitly.
 
   // --- Siphon extensions
   // ms_async_rdma_credits (default 16): receive credits granted per
