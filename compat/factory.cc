@@ -149,6 +149,7 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   r.enable_hugepage = c.get<Opt::ms_async_rdma_enable_hugepage>();
   r.credits = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_credits>());
   r.zero_copy_threshold = c.get<Opt::ms_async_rdma_zero_copy_threshold>();
+  r.inline_threshold = c.get<Opt::ms_async_rdma_inline_threshold>();
   r.send_queue_depth = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_send_queue_depth>());
   r.cq_depth = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_cq_depth>());
   r.rnr_retry = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_rnr_retry>())));

@@ -346,7 +346,7 @@ std::string accepted_values(Opt o) {
     case OptionCheck::ms_type: out = "async+posix, async+rdma, async, async+<plugin>"; break;
     case OptionCheck::ms_type_or_empty: out = "empty (= ms_type), async+posix, async+rdma, async, async+<plugin>"; break;
     case OptionCheck::auth_methods: out = "a list of cephx, none"; break;
-    case OptionCheck::ms_modes: out = "a list of crc, secure"; break;
+    case OptionCheck::ms_modes: out = "a list of crc, secure that includes crc"; break;
     case OptionCheck::networks: out = "a list of subnets ADDRESS/PREFIX"; break;
     case OptionCheck::debug_level: out = "N or N/M, 0..99"; break;
     case OptionCheck::gid: out = "empty, or a GID as an IPv6 address"; break;

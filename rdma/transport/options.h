@@ -74,6 +74,10 @@ struct RdmaOptions {
   // at least this large are pulled by the receiver with RDMA READ from the
   // sender's memory instead of being copied through SENDs.
   std::size_t zero_copy_threshold = 64 * 1024;
+  // ms_async_rdma_inline_threshold (default 128): SENDs up to this many bytes
+  // are posted inline; the QP asks for it as max_inline_data (a device that
+  // refuses gets 0, i.e. never inline). 0: never.
+  std::size_t inline_threshold = 128;
   // ms_async_rdma_send_queue_depth (default 256): send queue depth per QP
   // (SENDs and RDMA READs), capped by the device.
   std::uint32_t send_queue_depth = 256;

@@ -89,7 +89,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
       " ms max accept failures = 9\n"
       " ms async rdma send queue depth = 64\n ms async rdma cq depth = 5000\n ms async rdma rnr retry = 7\n"
       " ms async rdma retry count = 3\n ms async rdma timeout = 18\n ms async rdma cm timeout = 750\n"
-      " ms async rdma max connections = 77\n");
+      " ms async rdma max connections = 77\n ms async rdma inline threshold = 0\n");
   const MessengerOptions m = messenger_options(c);
   const transport::TcpOptions& t = m.transport;
   EXPECT_FALSE(t.tcp_keepalive);
@@ -112,6 +112,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
   EXPECT_EQ(r.ack_timeout, 18);
   EXPECT_EQ(r.cm_timeout, std::chrono::milliseconds(750));
   EXPECT_EQ(r.max_connections, 77u);
+  EXPECT_EQ(r.inline_threshold, 0u);
 
   const MessengerOptions dm = messenger_options(load(""));
   const MessengerOptions code_m;
@@ -134,6 +135,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
   EXPECT_EQ(dr.ack_timeout, code_r.ack_timeout);
   EXPECT_EQ(dr.cm_timeout, code_r.cm_timeout);
   EXPECT_EQ(dr.max_connections, code_r.max_connections);
+  EXPECT_EQ(dr.inline_threshold, code_r.inline_threshold);
 }
 
 // The remedies the RDMA stack's errors name are ceph.conf lines: a value set
