@@ -374,7 +374,7 @@ void Config::check_cross(Diagnostics& diags) const {
                 fmt::format("ms_send_queue_low_water ({}) is above ms_send_queue_high_water ({}): sending "
                             "would never resume", get<Opt::ms_send_queue_low_water>(),
                             get<Opt::ms_send_queue_high_water>()));
-  check_auth(diags);
+  check_unimplemented(diags);
   // Options of the TCP stack that the RDMA stack does not implement.
   const MsTypes types = ms_types();
   if (types.public_type.stack == MsType::Stack::rdma || types.cluster_type.stack == MsType::Stack::rdma) {
@@ -397,11 +397,13 @@ void Config::check_cross(Diagnostics& diags) const {
                   "is then the limit");
 }
 
-// Siphon speaks auth none only. A daemon told to require cephx of its peers
-// would accept unauthenticated ones: an error, not a silent downgrade. A
-// client that accepts only cephx is refused by a cluster that requires it
-// anyway (siphon-ceph says so): a warning that says why.
-void Config::check_auth(Diagnostics& diags) const {
+// Ceph options whose meaning depends on the entity and that Siphon does not
+// implement. Siphon speaks auth none only: a daemon told to require cephx of
+// its peers would accept unauthenticated ones, an error rather than a silent
+// downgrade; a client that accepts only cephx is refused by a cluster that
+// requires it anyway (siphon-ceph says so), a warning that says why.
+void Config::check_unimplemented(Diagnostics& diags) const {
+  const auto get_string = [&](Opt o) -> const std::string& { return std::get<std::string>(values_[index(o)]); };
   const auto lacks_none = [&](Opt o) {
     if (sources_[index(o)].kind == ValueSource::Kind::default_value) return false;
     const auto methods = split_list(std::get<std::string>(values_[index(o)]));
@@ -415,6 +417,18 @@ void Config::check_auth(Diagnostics& diags) const {
                             "authenticate; add none to the list (e.g. \"cephx, none\") to run a Siphon daemon "
                             "on this cluster", schema(o).name,
                             std::get<std::string>(values_[index(o)]), name_.to_string()));
+  }
+  // Ceph daemons pick their address from these subnets; Siphon's daemon
+  // (siphon-objd) binds public_addr / cluster_addr as given.
+  if (daemon) {
+    for (const auto& [net, addr] : {std::pair{Opt::public_network, Opt::public_addr},
+                                    std::pair{Opt::cluster_network, Opt::cluster_addr}}) {
+      if (sources_[index(net)].kind == ValueSource::Kind::default_value || get_string(net).empty()) continue;
+      diags.warning(sources_[index(net)].where,
+                    fmt::format("{} = {}: Siphon does not pick an address from it; set {} (unset, "
+                                "siphon-objd binds 127.0.0.1)", schema(net).name, get_string(net),
+                                schema(addr).name));
+    }
   }
   if (lacks_none(Opt::auth_client_required))
     diags.warning(sources_[index(Opt::auth_client_required)].where,

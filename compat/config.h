@@ -131,7 +131,7 @@ class Config {
   void resolve(const ConfigRequest& req, Diagnostics& diags);
   void check_sections(const ConfigRequest& req, Diagnostics& diags) const;
   void check_cross(Diagnostics& diags) const;
-  void check_auth(Diagnostics& diags) const;
+  void check_unimplemented(Diagnostics& diags) const;
   OptionResolver resolver() const;
 
   EntityName name_;

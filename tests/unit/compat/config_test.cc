@@ -484,6 +484,15 @@ TEST(Config, AuthListsWithoutNone) {
   load(text, "client.admin", client);
   EXPECT_FALSE(client.has_errors()) << client.to_string();
   EXPECT_TRUE(has_diag(client, Severity::warning, 4, 1, "auth_client_required = cephx"));
+  // A daemon does not pick its address from public_network / cluster_network.
+  Diagnostics nets;
+  load("[global]\npublic_network = 10.0.0.0/24\ncluster_network = 10.1.0.0/24\n", "osd.1", nets);
+  EXPECT_TRUE(has_diag(nets, Severity::warning, 2, 1, "public_network = 10.0.0.0/24: Siphon does not pick an "
+                                                      "address from it; set public_addr"));
+  EXPECT_TRUE(has_diag(nets, Severity::warning, 3, 1, "set cluster_addr"));
+  Diagnostics client_nets;
+  load("[global]\npublic_network = 10.0.0.0/24\n", "client.admin", client_nets);
+  EXPECT_EQ(client_nets.all().size(), 0u) << client_nets.to_string();
   Diagnostics with_none;
   load("[global]\nauth_cluster_required = cephx, none\nauth_service_required = none\n"
        "auth_client_required = cephx none\n", "mon.a", with_none);
