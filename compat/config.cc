@@ -356,6 +356,11 @@ void Config::check_cross(Diagnostics& diags) const {
     diags.error(where(later(Opt::ms_async_rdma_receive_buffers, Opt::ms_async_rdma_receive_queue_len)),
                 fmt::format("ms_async_rdma_receive_buffers ({}) is below ms_async_rdma_receive_queue_len "
                             "({}): the receive queue could never be filled", rx_bufs, rx_len));
+  if (const auto mtu = get<Opt::ms_async_rdma_path_mtu>();
+      mtu != 0 && mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
+    diags.error(where(Opt::ms_async_rdma_path_mtu),
+                fmt::format("ms_async_rdma_path_mtu = {} is invalid: use 256, 512, 1024, 2048, "
+                            "4096, or 0 for the port's active MTU", mtu));
   if (get<Opt::ms_async_rdma_credits>() > rx_len)
     diags.error(where(later(Opt::ms_async_rdma_credits, Opt::ms_async_rdma_receive_queue_len)),
                 fmt::format("ms_async_rdma_credits ({}) is above ms_async_rdma_receive_queue_len ({}): "

@@ -217,7 +217,22 @@ std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
   if (soft) {
     owned->provider = rdma::soft::make_provider(soft_options(cfg));
   } else {
-    owned->provider = rdma::verbs::make_provider();
+    // The path every rdma_cm connection's QP gets (docs/rdma-verbs.md): the
+    // source GID (pinned, or the RoCEv2 GID of the address in use), the SL
+    // and the MTU cap. The stack sets the TOS byte per connection itself.
+    rdma::verbs::VerbsPathOptions path;
+    path.gid_index = o.gid_idx.value_or(-1);
+    path.local_gid = o.local_gid;
+    path.sl = o.sl;
+    path.dscp = o.dscp >> 2;
+    path.max_path_mtu = narrow<std::uint32_t>(cfg.get<Opt::ms_async_rdma_path_mtu>());
+    std::error_code ec;
+    owned->provider = rdma::verbs::make_provider(path, ec);
+    if (!owned->provider) {
+      std::string why;
+      (void)rdma::verbs::validate(path, why);
+      throw SetupError(errc::config_error, why, "correct the option in the configuration");
+    }
     if (o.device_name.empty() && owned->provider->list_devices().empty()) {
       SIPHON_LOG(compat, 1, "no RDMA hardware found: async+rdma runs on the software fabric (soft0); "
                             "set ms_async_rdma_device_name to choose a device");

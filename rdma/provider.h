@@ -316,7 +316,7 @@ struct ConnParam {
 // Unset fields keep the provider's default.
 struct CmQos {
   std::optional<std::uint8_t> traffic_class;  // the IP TOS byte: DSCP << 2 | ECN (RoCEv2)
-  std::optional<std::uint8_t> service_level;  // IB SL; on RoCE the priority follows the traffic class
+  std::optional<std::uint8_t> service_level;  // SL of the QP's path (RoCE: 0-7, the 802.1p priority)
   std::optional<std::uint8_t> ack_timeout;    // local ACK timeout, 4.096 us x 2^n
 };
 

@@ -26,8 +26,9 @@ struct RdmaOptions {
   std::uint8_t port_num = 1;
   // ms_async_rdma_gid_idx (Ceph, default 0): a pinned GID index. Ceph uses
   // index 0 unconditionally; Siphon treats "not set" as "choose the RoCEv2 GID
-  // of the address in use" (rdma-cm does that for us) and only honours an
-  // explicit value.
+  // of the address in use" and only honours an explicit value. compat/ hands
+  // this and local_gid to the verbs provider, which applies them to every
+  // connection's QP (docs/rdma-verbs.md).
   std::optional<int> gid_idx;
   // ms_async_rdma_local_gid (Ceph, default ""): pins a GID by value.
   std::string local_gid;

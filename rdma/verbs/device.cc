@@ -218,7 +218,7 @@ namespace {
 
 class VerbsProvider final : public Provider {
  public:
-  explicit VerbsProvider(std::optional<std::uint8_t> tos) : tos_(tos) {}
+  explicit VerbsProvider(VerbsPathOptions options) : options_(std::move(options)) {}
 
   std::string_view name() const noexcept override { return "verbs"; }
 
@@ -278,7 +278,7 @@ class VerbsProvider final : public Provider {
       return nullptr;
     }
     if ((ec = set_nonblocking(ref->channel->fd))) return nullptr;
-    return make_event_channel(std::move(ref), tos_);
+    return make_event_channel(std::move(ref), options_);
   }
 
  private:
@@ -327,7 +327,7 @@ class VerbsProvider final : public Provider {
     return ref;
   }
 
-  std::optional<std::uint8_t> tos_;
+  VerbsPathOptions options_;
 };
 
 }  // namespace
@@ -344,7 +344,8 @@ std::unique_ptr<Provider> make_provider(const VerbsPathOptions& options, std::er
     SIPHON_LOG(rdma, 0, "verbs: {}", why);
     return nullptr;
   }
-  return std::make_unique<detail::VerbsProvider>(static_cast<std::uint8_t>(options.dscp << 2));
+  ec.clear();
+  return std::make_unique<detail::VerbsProvider>(options);
 }
 
 }  // namespace siphon::rdma::verbs

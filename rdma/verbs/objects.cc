@@ -44,7 +44,12 @@ VerbsMr::~VerbsMr() {
 }
 
 VerbsQp::~VerbsQp() {
-  if (refs_.id) {
+  if (refs_.id && refs_.id->qp == qp_) {
+    // A user-managed QP of an rdma_cm id: the id forgets it, then it goes.
+    refs_.id->qp = nullptr;
+    if (const int rc = ::ibv_destroy_qp(qp_); rc != 0)
+      SIPHON_LOG(rdma, 0, "verbs: ibv_destroy_qp({}) failed: {}", qp_->qp_num, std::strerror(rc));
+  } else if (refs_.id) {
     // The QP belongs to the rdma_cm id: rdma_destroy_qp also clears id->qp,
     // so the id can be destroyed afterwards (refs_.id may be its last owner).
     ::rdma_destroy_qp(refs_.id->id);
@@ -118,11 +123,12 @@ std::unique_ptr<SharedReceiveQueue> VerbsPd::create_srq(const SrqInit& init, std
 // --------------------------------------------------------------------- QP
 
 std::unique_ptr<QueuePair> VerbsPd::create_qp(const QpInit& init, std::error_code& ec) {
-  return create_rc_qp(pd_, init, nullptr, ec);
+  return create_rc_qp(pd_, init, nullptr, false, ec);
 }
 
 std::unique_ptr<QueuePair> create_rc_qp(const std::shared_ptr<PdRef>& pd, const QpInit& init,
-                                        const std::shared_ptr<IdRef>& id, std::error_code& ec) {
+                                        const std::shared_ptr<IdRef>& id, bool user_managed,
+                                        std::error_code& ec) {
   auto* scq = dynamic_cast<VerbsCq*>(init.send_cq);
   auto* rcq = dynamic_cast<VerbsCq*>(init.recv_cq);
   auto* srq = init.srq != nullptr ? dynamic_cast<VerbsSrq*>(init.srq) : nullptr;
@@ -160,12 +166,15 @@ std::unique_ptr<QueuePair> create_rc_qp(const std::shared_ptr<PdRef>& pd, const 
   ibv_qp* qp = nullptr;
   errno = 0;
   if (id) {
-    if (id->id->qp != nullptr) {
+    if (id->id->qp != nullptr || id->qp != nullptr) {
       SIPHON_LOG(rdma, 1, "verbs: create_qp: the rdma_cm id already has a QP");
       ec = errc::invalid_argument;
       return nullptr;
     }
-    if (::rdma_create_qp(id->id, pd->pd, &a) == 0) qp = id->id->qp;
+    if (user_managed)
+      qp = ::ibv_create_qp(pd->pd, &a);
+    else if (::rdma_create_qp(id->id, pd->pd, &a) == 0)
+      qp = id->id->qp;
   } else {
     qp = ::ibv_create_qp(pd->pd, &a);
   }
@@ -175,7 +184,7 @@ std::unique_ptr<QueuePair> create_rc_qp(const std::shared_ptr<PdRef>& pd, const 
     SIPHON_LOG(rdma, 1,
                "verbs: {}(send_wr {}, recv_wr {}, send_sge {}, recv_sge {}, inline {}) failed: "
                "{}",
-               id ? "rdma_create_qp" : "ibv_create_qp", init.caps.max_send_wr,
+               id && !user_managed ? "rdma_create_qp" : "ibv_create_qp", init.caps.max_send_wr,
                init.caps.max_recv_wr, init.caps.max_send_sge, init.caps.max_recv_sge,
                init.caps.max_inline_data, err != 0 ? std::strerror(err) : "unknown error");
     return nullptr;
@@ -194,9 +203,10 @@ std::unique_ptr<QueuePair> create_rc_qp(const std::shared_ptr<PdRef>& pd, const 
   try {
     out = std::make_unique<VerbsQp>(std::move(refs), qp, caps);
   } catch (...) {
-    if (id) ::rdma_destroy_qp(id->id); else ::ibv_destroy_qp(qp);
+    if (id && !user_managed) ::rdma_destroy_qp(id->id); else ::ibv_destroy_qp(qp);
     throw;
   }
+  if (id && user_managed) id->qp = qp;
   ec.clear();
   return out;
 }
@@ -265,3 +275,29 @@ std::error_code VerbsQp::modify(const QpAttr& attr, std::uint32_t mask) noexcept
 }
 
 }  // namespace siphon::rdma::verbs::detail
+
+namespace siphon::rdma::verbs {
+
+std::error_code query_qp_path(const QueuePair& qp, QpPathInfo& out) {
+  const auto* v = dynamic_cast<const detail::VerbsQp*>(&qp);
+  if (v == nullptr) return errc::invalid_argument;
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  if (const int rc = ::ibv_query_qp(v->raw(), &a,
+                                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN,
+                                    &ia);
+      rc != 0)
+    return detail::setup_error(rc);
+  out = QpPathInfo{};
+  out.state = detail::qp_state_from_ibv(a.qp_state);
+  out.dest_qp_num = a.dest_qp_num;
+  std::memcpy(out.dgid.data(), a.ah_attr.grh.dgid.raw, out.dgid.size());
+  out.path.sgid_index = a.ah_attr.grh.sgid_index;
+  out.path.sl = a.ah_attr.sl;
+  out.path.path_mtu = detail::mtu_from_ibv(a.path_mtu);
+  out.path.traffic_class = a.ah_attr.grh.traffic_class;
+  out.path.hop_limit = a.ah_attr.grh.hop_limit;
+  return {};
+}
+
+}  // namespace siphon::rdma::verbs

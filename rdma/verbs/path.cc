@@ -351,6 +351,8 @@ std::error_code derive_path(const GidQuery& q, const PortAttr& port, const Verbs
                             "{} to a lower entry",
                             entry_text(sel.entry), kPinRemedy));
   out.port_num = q.port;
+  out.device = std::string(q.device);
+  out.how = sel.how;
   out.sgid = sel.entry;
   out.path_mtu = cap_mtu(port.active_mtu, o.max_path_mtu);
   out.traffic_class = static_cast<std::uint8_t>(o.dscp << 2);
@@ -389,6 +391,28 @@ std::error_code resolve_path(const Device& device, std::uint8_t port, const NetA
   q.local = local;
   q.local_netdev = netdev;
   return derive_path(q, pa, options, out, why);
+}
+
+// ---------------------------------------------------- rdma-cm connections
+
+CmPathAttr apply_selected_path(const CmPathAttr& proposed, const VerbsPath& path) noexcept {
+  CmPathAttr out = proposed;
+  out.sgid_index = path.sgid.index;
+  out.sl = path.sl;
+  if (static_cast<std::uint8_t>(path.path_mtu) < static_cast<std::uint8_t>(proposed.path_mtu))
+    out.path_mtu = path.path_mtu;
+  return out;
+}
+
+std::string describe_applied(const CmPathAttr& proposed, const CmPathAttr& applied,
+                             const VerbsPath& path) {
+  return fmt::format(
+      "{} port {} GID[{}] {} {}{}{} ({}), path MTU {} (rdma-cm {}, selection {}), SL {}, "
+      "traffic class {}; rdma-cm proposed GID[{}] SL {}",
+      path.device, path.port_num, applied.sgid_index, format_gid(path.sgid.gid),
+      to_string(path.sgid.type), path.sgid.netdev.empty() ? "" : " ", path.sgid.netdev, path.how,
+      mtu_bytes(applied.path_mtu), mtu_bytes(proposed.path_mtu), mtu_bytes(path.path_mtu),
+      applied.sl, applied.traffic_class, proposed.sgid_index, proposed.sl);
 }
 
 // ---------------------------------------------------------------- helpers

@@ -22,6 +22,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -97,6 +98,12 @@ class VerbsCmId;
 // One rdma_cm_id. rdma_cm_id::context points here (never at the CmId
 // object), so an event for an id whose CmId is gone is recognised and
 // dropped while a QP still keeps the id alive.
+//
+// On IB and RoCE ports the id's QP is user-managed (librdmacm's flow for a
+// QP it does not own): created with ibv_create_qp, moved through INIT, RTR
+// and RTS by the provider with rdma_init_qp_attr plus the selected path
+// (cm.cc), and announced with conn_param.qp_num. `qp` is that QP while its
+// QueuePair lives; `path` is the selection for the connection.
 struct IdRef {
   explicit IdRef(std::shared_ptr<ChannelRef> c) noexcept : channel(std::move(c)) {}
   IdRef(const IdRef&) = delete;
@@ -105,6 +112,10 @@ struct IdRef {
   std::shared_ptr<ChannelRef> channel;
   rdma_cm_id* id = nullptr;
   VerbsCmId* owner = nullptr;
+  ibv_qp* qp = nullptr;                // the user-managed QP (not id->qp)
+  std::optional<VerbsPath> path;       // set with `qp`
+  std::optional<CmPathReport> applied; // after RTR
+  std::optional<std::uint8_t> sl;      // CmId::set_qos: overrides path->sl
 };
 
 // ----------------------------------------------------------------- objects
@@ -208,6 +219,7 @@ class VerbsQp final : public QueuePair {
   ~VerbsQp() override;
 
   std::uint32_t qp_num() const noexcept override { return qp_->qp_num; }
+  ibv_qp* raw() const noexcept { return qp_; }
   QpState state() const noexcept override;
   const QpCaps& caps() const noexcept override { return caps_; }
   std::error_code modify(const QpAttr& attr, std::uint32_t mask) noexcept override;
@@ -221,12 +233,15 @@ class VerbsQp final : public QueuePair {
 };
 
 // Creates an RC QP on `pd`: with ibv_create_qp, or with rdma_create_qp when
-// `id` is set. Reads the granted caps back.
+// `id` is set and `user_managed` is not (then ibv_create_qp too, and the QP
+// is recorded in id->qp for the id's connection). Reads the granted caps back.
 std::unique_ptr<QueuePair> create_rc_qp(const std::shared_ptr<PdRef>& pd, const QpInit& init,
-                                        const std::shared_ptr<IdRef>& id, std::error_code& ec);
+                                        const std::shared_ptr<IdRef>& id, bool user_managed,
+                                        std::error_code& ec);
 
-// The rdma_cm event channel; `tos` is applied to every id it creates.
+// The rdma_cm event channel; `options.dscp` is the TOS of every id it
+// creates, and `options` the path of every connection's QP.
 std::unique_ptr<EventChannel> make_event_channel(std::shared_ptr<ChannelRef> channel,
-                                                 std::optional<std::uint8_t> tos);
+                                                 const VerbsPathOptions& options);
 
 }  // namespace siphon::rdma::verbs::detail

@@ -106,6 +106,8 @@ struct VerbsPath {
   std::uint8_t traffic_class = 0;  // DSCP << 2
   std::uint8_t sl = 0;
   std::uint8_t hop_limit = 64;
+  std::string device;              // "rxe0"
+  std::string how;                 // GidSelection::how: auto (and why) or pinned (by what)
   std::string description;         // "rxe0 port 1 GID[1] ::ffff:192.0.2.1 RoCE v2 ..."
   std::vector<std::string> warnings;
 
@@ -121,6 +123,53 @@ std::error_code derive_path(const GidQuery& query, const PortAttr& port,
 // GIDs and finds the interface that owns `local`.
 std::error_code resolve_path(const Device& device, std::uint8_t port, const NetAddress& local,
                              const VerbsPathOptions& options, VerbsPath& out, std::string& why);
+
+// ------------------------------------------- rdma-cm connections (per QP)
+
+// The path attributes of an RC QP connected through rdma-cm: what
+// rdma_init_qp_attr proposes for RTR, or what a QP carries (query_qp_path).
+struct CmPathAttr {
+  std::uint32_t sgid_index = 0;
+  std::uint8_t sl = 0;
+  Mtu path_mtu = Mtu::mtu1024;
+  std::uint8_t traffic_class = 0;  // the TOS byte (CmId::set_qos / ms_async_rdma_dscp)
+  std::uint8_t hop_limit = 0;
+};
+
+// What the verbs provider applies to every rdma-cm connection's QP at RTR
+// (docs/rdma-verbs.md "What is applied per connection"): the source GID
+// index and the SL of `path` (the selection: auto or pinned), the path MTU
+// min(rdma-cm's, path.path_mtu), and rdma-cm's traffic class (the id's TOS)
+// and hop limit unchanged.
+CmPathAttr apply_selected_path(const CmPathAttr& proposed, const VerbsPath& path) noexcept;
+
+// One line for logs: "rxe0 port 1 GID[1] ::ffff:192.0.2.1 RoCE v2 (the RoCE
+// v2 GID of the local address ...), path MTU 1024 (rdma-cm 4096, selection
+// 1024), SL 3, traffic class 96; rdma-cm proposed GID[1] SL 0".
+std::string describe_applied(const CmPathAttr& proposed, const CmPathAttr& applied,
+                             const VerbsPath& path);
+
+// What a verbs QP reports (ibv_query_qp): state, destination and path.
+struct QpPathInfo {
+  QpState state = QpState::reset;
+  std::uint32_t dest_qp_num = 0;
+  Gid dgid{};
+  CmPathAttr path;
+};
+// errc::invalid_argument for a QP of another provider; the errno of
+// ibv_query_qp otherwise. For tests and diagnostics.
+std::error_code query_qp_path(const QueuePair& qp, QpPathInfo& out);
+
+// What the provider did for an rdma-cm id's connection (after connect's
+// CONNECT_RESPONSE on the active side, after accept on the passive side):
+// rdma-cm's proposal, what was applied, and the selection's description.
+// False when the id has no such connection yet or is not a verbs id.
+struct CmPathReport {
+  CmPathAttr proposed;
+  CmPathAttr applied;
+  std::string description;
+};
+bool applied_path(const CmId& id, CmPathReport& out);
 
 // ---------------------------------------------------------------- helpers
 
@@ -198,8 +247,11 @@ std::size_t max_private_data(CmPrivateData use) noexcept;
 // provider exists, lists no devices and returns errors from open_device and
 // create_event_channel.
 std::unique_ptr<Provider> make_provider();
-// The same, applying `options.dscp` as the type of service of every rdma_cm
-// id. errc::config_error (and nullptr) when `options` are invalid.
+// The same with `options`: `options.dscp` is the type of service of every
+// rdma_cm id until CmId::set_qos changes it, and every rdma_cm connection's
+// QP gets the source GID (auto-selected or pinned), SL and path MTU cap of
+// `options` (apply_selected_path). errc::config_error (and nullptr) when
+// `options` are invalid.
 std::unique_ptr<Provider> make_provider(const VerbsPathOptions& options, std::error_code& ec);
 
 }  // namespace siphon::rdma::verbs

@@ -12,7 +12,9 @@
 #      connection faults, its lossless session reconnects (SESSION_RECONNECT)
 #      when the server runs again, and replays; --verify must still find
 #      nothing lost. (Why a frozen peer and not `ip link set dummy0 down`:
-#      docs/testing-rxe.md, "Link faults on rxe".)
+#      docs/testing-rxe.md, "Link faults on rxe".) Both processes also set
+#      the per-connection path options (ms_async_rdma_local_gid, _sl, _dscp,
+#      _path_mtu): each must log that its rdma_cm connections use them.
 #
 # usage: bench_rdma.sh SIPHON_BENCH [verify|fault|all]
 set -euo pipefail
@@ -78,8 +80,8 @@ expect() {
   [ "$v" "$3" "$4" ] || fail "$(basename "$1"): $2 = $v, expected $3 $4 ($5)"
 }
 
-start_server() {  # NAME PORT
-  (cd "$work" && exec "$bench" -c "$work/rdma.conf" server --bind "$ADDR:$2" --once --duration 200 \
+start_server() {  # NAME PORT [CONF]
+  (cd "$work" && exec "$bench" -c "${3:-$work/rdma.conf}" server --bind "$ADDR:$2" --once --duration 200 \
      --json "$out/$1-server.json") >"$out/$1-server.out" 2>"$out/$1-server.err" &
   server_pid=$!
   pids+=("$server_pid")
@@ -128,9 +130,15 @@ run_verify() {
 run_fault() {
   local t0 count=240
   t0=$(now_ms)
-  start_server fault 6801
+  # The path of every connection, on both sides (docs/rdma-verbs.md, "What
+  # is applied per connection"): a GID pinned by value, SL 5, TOS 104 and
+  # the path MTU capped at 1024 (rxe0's active MTU is 4096).
+  cp "$work/rdma.conf" "$work/fault-server.conf"
+  printf '%s\n' "ms_async_rdma_local_gid = ::ffff:$ADDR" "ms_async_rdma_sl = 5" "ms_async_rdma_dscp = 104" \
+    "ms_async_rdma_path_mtu = 1024" >>"$work/fault-server.conf"
+  start_server fault 6801 "$work/fault-server.conf"
   # The client faults a connection that received nothing for 2 s.
-  cp "$work/rdma.conf" "$work/fault.conf"
+  cp "$work/fault-server.conf" "$work/fault.conf"
   echo "ms_connection_idle_timeout = 2" >>"$work/fault.conf"
   "$bench" -c "$work/fault.conf" client --target "$ADDR:6801" --count $count \
       --size-dist 100:50,96K:50 --inflight 4 --rate 30 --verify --json "$out/fault-client.json" --quiet \
@@ -156,6 +164,11 @@ run_fault() {
   for k in lost duplicated reordered corrupted; do expect "$c" $k -eq 0 "--verify after the fault: nothing $k"; done
   expect "$c" faults -ge 1 "the connection faulted while the server was frozen"
   expect "$c" reconnects -ge 1 "the session reconnected (SESSION_RECONNECT, not a reset)"
+  local applied="(pinned by ms_async_rdma_local_gid = ::ffff:$ADDR), path MTU 1024 (rdma-cm 4096, selection 1024), SL 5, traffic class 104"
+  for k in client server; do
+    grep -qF "$applied" "$out/fault-$k.err" ||
+      fail "fault: the $k did not log 'rdma_cm connections use ... $applied'"
+  done
   log "fault: $count requests, $(num "$c" faults) fault(s), $(num "$c" reconnects) reconnect(s)," \
       "zero lost/duplicated/reordered/corrupted ($(( $(now_ms) - t0 )) ms)"
 }

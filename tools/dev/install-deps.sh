@@ -18,7 +18,7 @@ for group in ${SIPHON_DEPS:-}; do
   case "$group" in
     interop) pkgs+=(ceph-mon ceph-common) ;;
     rxe)     pkgs+=(qemu-system-x86 busybox-static kmod cpio ibverbs-utils rdmacm-utils) ;;
-    bench)   pkgs+=(iperf3 sockperf) ;;
+    bench)   pkgs+=(iperf3 sockperf ucx-utils) ;;
     *) echo "install-deps: unknown group '$group' (known: interop rxe bench)" >&2; exit 2 ;;
   esac
 done

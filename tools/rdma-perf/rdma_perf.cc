@@ -8,10 +8,14 @@
 //                    (--loopback | --server [--bind IP] [--port P] | --client IP [--port P])
 //   TEST: send_lat | send_bw | write_bw | read_bw | all
 #include <algorithm>
+#include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -61,10 +65,21 @@ struct Region {  // REP private data
   std::uint32_t rkey, len;
 };
 
-[[noreturn]] void die(const std::string& what) {
-  std::fprintf(stderr, "siphon-rdma-perf: %s\n", what.c_str());
-  std::exit(1);
-}
+// Every failure (a bad argument, a missing device, a peer that misbehaves,
+// a completion error) is thrown as this and reported by main with exit 1;
+// nothing here aborts or exits from inside a thread.
+struct PerfError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+[[noreturn]] void die(const std::string& what) { throw PerfError(what); }
+
+// What a server accepts from a client's REQ: bounds that keep a hostile or
+// confused client from making it allocate without limit.
+constexpr std::uint32_t kMaxSize = 64u << 20;
+constexpr std::uint32_t kMaxDepth = 4096;
+constexpr std::uint64_t kMaxBuffer = 256ull << 20;  // size * depth * 2
+constexpr auto kTimeout = std::chrono::seconds(20);
 
 std::unique_ptr<Provider> open_provider(const Options& o) {
   if (o.provider == "soft") {
@@ -79,7 +94,7 @@ std::unique_ptr<Provider> open_provider(const Options& o) {
 }
 
 bool next_event(EventChannel& ch, CmEvent& ev, CmEventType want) {
-  const auto end = Clock::now() + std::chrono::seconds(20);
+  const auto end = Clock::now() + kTimeout;
   while (Clock::now() < end) {
     if (ch.get_event(ev)) {
       if (ev.type != want) {
@@ -132,17 +147,19 @@ struct Conn {
     RecvWr r{id_, &s, 1};
     if (qp->post_recv({&r, 1}, nullptr)) die("post_recv failed");
   }
-  // Busy-polls until one completion of the given kind; returns it.
-  // Polls until one completion arrives. An empty poll yields the CPU: on a
-  // host with few cores the fabric's engine threads need it.
+  // Polls until one completion arrives (or kTimeout passes: a peer that
+  // went away). An empty poll yields the CPU: on a host with few cores the
+  // fabric's engine threads need it.
   Wc wait() {
     Wc wc;
-    for (;;) {
+    const auto end = Clock::now() + kTimeout;
+    for (std::uint32_t spins = 0;; ++spins) {
       if (cq->poll({&wc, 1}) == 1) {
         if (wc.status != WcStatus::success)
           die("completion error: " + std::string(to_string(wc.status)));
         return wc;
       }
+      if ((spins & 1023) == 0 && Clock::now() > end) die("no completion within 20 s: the peer went away");
       std::this_thread::yield();
     }
   }
@@ -159,17 +176,34 @@ ConnParam conn_param(const void* pd, std::size_t len) {
 
 // ---------------------------------------------------------------- server
 
-void serve_one(Provider& prov, EventChannel& ch, CmId& listener, bool* stop) {
-  (void)listener;
+// The reason a client's parameters are refused, or empty.
+std::string check_params(const Params& p, std::size_t got) {
+  if (got < sizeof p) return "short REQ private data";
+  if (p.test > static_cast<std::uint8_t>(Test::read_bw)) return "unknown test";
+  if (p.size == 0 || p.size > kMaxSize) return "size out of range";
+  if (p.depth == 0 || p.depth > kMaxDepth) return "depth out of range";
+  if (p.iters == 0) return "no iterations";
+  if (static_cast<std::uint64_t>(p.size) * p.depth * 2 > kMaxBuffer) return "size x depth too large";
+  return {};
+}
+
+// Serves one client's test. Returns when that client is done, or when
+// `stop` is set while waiting for one.
+void serve_one(EventChannel& ch, const std::atomic<bool>& stop) {
   CmEvent ev;
-  while (!*stop) {
+  while (!stop.load()) {
     if (!ch.get_event(ev)) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
-    if (ev.type != CmEventType::connect_request) continue;
+    if (ev.type != CmEventType::connect_request || !ev.new_id) continue;
     Params p{};
     std::memcpy(&p, ev.private_data.data(), std::min(sizeof p, ev.private_data.size()));
+    if (const std::string why = check_params(p, ev.private_data.size()); !why.empty()) {
+      std::fprintf(stderr, "siphon-rdma-perf: refusing a client: %s\n", why.c_str());
+      ev.new_id->reject({});
+      continue;
+    }
     Conn c;
     c.id = std::move(ev.new_id);
     const std::size_t bytes = static_cast<std::size_t>(p.size) * std::max(p.depth, 1u) * 2;
@@ -215,7 +249,6 @@ void serve_one(Provider& prov, EventChannel& ch, CmId& listener, bool* stop) {
     next_event(ch, ev, CmEventType::disconnected);
     return;
   }
-  (void)prov;
 }
 
 // ---------------------------------------------------------------- client
@@ -230,6 +263,7 @@ Result run_client(Provider& prov, const Options& o, Test t, const NetAddress& ds
   if (!ch) die("create_event_channel: " + ec.message());
   Conn c;
   c.id = ch->create_id(ec);
+  if (!c.id) die("create_id: " + ec.message());
   CmEvent ev;
   if (c.id->resolve_addr(nullptr, dst, 2000) || !next_event(*ch, ev, CmEventType::addr_resolved))
     die("resolve_addr " + dst.to_string());
@@ -241,7 +275,11 @@ Result run_client(Provider& prov, const Options& o, Test t, const NetAddress& ds
   if (c.id->connect(conn_param(&p, sizeof p))) die("connect failed");
   if (!next_event(*ch, ev, CmEventType::established)) die("not established");
   Region r{};
+  if (ev.private_data.size() < sizeof r) die("the server's REP carries no buffer description");
   std::memcpy(&r, ev.private_data.data(), sizeof r);
+  if ((t == Test::write_bw || t == Test::read_bw) &&
+      r.len < static_cast<std::uint64_t>(o.size) * o.depth)
+    die("the server's buffer is smaller than size x depth");
 
   Result res;
   Sge s = c.sge(0, o.size);
@@ -331,7 +369,9 @@ NetAddress local_ipv4(Provider& prov, const Options& o) {
   // The loopback address when the device has it (soft), else its first IPv4 GID.
   std::error_code ec;
   const auto names = prov.list_devices();
-  if (names.empty()) die("provider has no device");
+  if (names.empty())
+    die("the " + o.provider + " provider finds no RDMA device; use --provider soft (the software fabric), "
+        "or load a driver (e.g. modprobe rdma_rxe and rdma link add)");
   auto dev = prov.open_device(o.device.empty() ? names.front() : o.device, ec);
   if (!dev) die("open_device: " + ec.message());
   std::vector<GidEntry> gids;
@@ -353,14 +393,24 @@ int run(const Options& o) {
     auto prov = open_provider(o);
     std::error_code ec;
     auto ch = prov->create_event_channel(ec);
+    if (!ch) die("create_event_channel: " + ec.message());
     auto lid = ch->create_id(ec);
+    if (!lid) die("create_id: " + ec.message());
     auto at = NetAddress::parse(o.bind);
-    if (!at) die("bad --bind");
+    if (!at) die("bad --bind '" + o.bind + "' (an IPv4 or IPv6 address)");
     at->set_port(o.port);
     if (lid->bind(*at) || lid->listen(16)) die("cannot listen on " + at->to_string());
     std::printf("listening on %s\n", lid->local_address().to_string().c_str());
-    bool stop = false;
-    for (;;) serve_one(*prov, *ch, *lid, &stop);
+    std::fflush(stdout);
+    const std::atomic<bool> stop{false};
+    for (;;) {
+      // One client's failure is reported and the server goes on serving.
+      try {
+        serve_one(*ch, stop);
+      } catch (const PerfError& e) {
+        std::fprintf(stderr, "siphon-rdma-perf: client failed: %s\n", e.what());
+      }
+    }
   }
   std::printf("provider %s, depth %u\n%-9s %8s %8s %9s %9s %9s %10s %9s\n", o.provider.c_str(),
               o.depth, "test", "bytes", "iters", "avg_us", "p50_us", "p99_us", "MB/s", "Mmsg/s");
@@ -370,15 +420,32 @@ int run(const Options& o) {
       auto sprov = open_provider(o);
       auto cprov = open_provider(o);
       std::error_code ec;
-      auto ch = sprov->create_event_channel(ec);
-      auto lid = ch->create_id(ec);
       NetAddress at = local_ipv4(*sprov, o);
+      auto ch = sprov->create_event_channel(ec);
+      if (!ch) die("create_event_channel: " + ec.message());
+      auto lid = ch->create_id(ec);
+      if (!lid) die("create_id: " + ec.message());
       if (lid->bind(at) || lid->listen(4)) die("cannot listen on " + at.to_string());
       const NetAddress dst = lid->local_address();
-      bool stop = false;
-      std::thread srv([&] { serve_one(*sprov, *ch, *lid, &stop); });
-      const Result r = run_client(*cprov, o, t, dst);
+      std::atomic<bool> stop{false};
+      std::exception_ptr server_error;
+      std::thread srv([&] {
+        try {
+          serve_one(*ch, stop);
+        } catch (...) {
+          server_error = std::current_exception();
+        }
+      });
+      Result r;
+      try {
+        r = run_client(*cprov, o, t, dst);
+      } catch (...) {
+        stop = true;
+        srv.join();
+        throw;
+      }
       srv.join();
+      if (server_error) std::rethrow_exception(server_error);
       print(o, t, r);
     }
     return 0;
@@ -397,11 +464,22 @@ int run(const Options& o) {
 int main(int argc, char** argv) {
   using namespace siphon::rdma::perf;
   Options o;
+  try {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&]() -> std::string {
       if (i + 1 >= argc) die("missing value for " + a);
       return argv[++i];
+    };
+    // A whole decimal number within [lo, hi], or a usage error naming the flag.
+    auto num = [&](std::uint64_t lo, std::uint64_t hi) -> std::uint64_t {
+      const std::string v = val();
+      std::uint64_t n = 0;
+      const auto [end, err] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (err != std::errc() || end != v.data() + v.size() || n < lo || n > hi)
+        die(a + " '" + v + "': expected a whole number from " + std::to_string(lo) + " to " +
+            std::to_string(hi));
+      return n;
     };
     if (a == "send_lat") o.tests.push_back(Test::send_lat);
     else if (a == "send_bw") o.tests.push_back(Test::send_bw);
@@ -410,11 +488,11 @@ int main(int argc, char** argv) {
     else if (a == "all") o.tests = {Test::send_lat, Test::send_bw, Test::write_bw, Test::read_bw};
     else if (a == "--provider") o.provider = val();
     else if (a == "--device") o.device = val();
-    else if (a == "--size") o.size = static_cast<std::uint32_t>(std::stoul(val()));
-    else if (a == "--iters") o.iters = static_cast<std::uint32_t>(std::stoul(val()));
-    else if (a == "--depth") o.depth = static_cast<std::uint32_t>(std::stoul(val()));
-    else if (a == "--spin-us") o.spin_us = static_cast<std::uint32_t>(std::stoul(val()));
-    else if (a == "--port") o.port = static_cast<std::uint16_t>(std::stoul(val()));
+    else if (a == "--size") o.size = static_cast<std::uint32_t>(num(1, kMaxSize));
+    else if (a == "--iters") o.iters = static_cast<std::uint32_t>(num(1, 1'000'000'000));
+    else if (a == "--depth") o.depth = static_cast<std::uint32_t>(num(1, kMaxDepth));
+    else if (a == "--spin-us") o.spin_us = static_cast<std::uint32_t>(num(0, 1'000'000));
+    else if (a == "--port") o.port = static_cast<std::uint16_t>(num(1, 65535));
     else if (a == "--bind") o.bind = val();
     else if (a == "--loopback") o.loopback = true;
     else if (a == "--server") o.server = true;
@@ -429,10 +507,11 @@ int main(int argc, char** argv) {
       die("unknown argument '" + a + "' (try --help)");
   }
   if (o.tests.empty()) die("name a test: send_lat, send_bw, write_bw, read_bw or all");
-  if (o.size == 0 || o.iters == 0 || o.depth == 0) die("--size, --iters and --depth must be > 0");
-  try {
-    return run(o);
+  if (static_cast<std::uint64_t>(o.size) * o.depth * 2 > kMaxBuffer)
+    die("--size x --depth x 2 must stay within " + std::to_string(kMaxBuffer >> 20) + " MiB");
+  return run(o);
   } catch (const std::exception& e) {
-    die(e.what());
+    std::fprintf(stderr, "siphon-rdma-perf: %s\n", e.what());
+    return 1;
   }
 }

@@ -286,6 +286,13 @@ TEST(Config, DieOptionsWarnAndCrossChecks) {
   load("[global]\nms_bind_ipv4 = false\nms_bind_ipv6 = false\nms_async_rdma_credits = 5000\n", "client.admin", d2);
   EXPECT_TRUE(has_diag(d2, Severity::error, 3, 1, "nothing to bind"));
   EXPECT_TRUE(has_diag(d2, Severity::error, 4, 1, "receives that are not posted"));
+  Diagnostics d3;
+  load("[global]\nms_async_rdma_path_mtu = 1500\n", "client.admin", d3);
+  EXPECT_TRUE(has_diag(d3, Severity::error, 2, 1,
+                       "ms_async_rdma_path_mtu = 1500 is invalid: use 256, 512, 1024, 2048, 4096"));
+  Diagnostics d4;
+  load("[global]\nms_async_rdma_path_mtu = 1024\n", "client.admin", d4);
+  EXPECT_FALSE(d4.has_errors()) << d4.to_string();
 }
 
 TEST(Config, FromArgsFollowsCephsCommandLine) {

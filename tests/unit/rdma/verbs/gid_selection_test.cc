@@ -348,5 +348,75 @@ TEST_F(GidSelection, ResolvePathAgainstADevice) {
                  "ms_async_rdma_port_num)");
 }
 
+// ------------------------------------- what rdma_cm connections get at RTR
+
+// rdma_init_qp_attr's proposal for RTR as the kernel makes it for a port:
+// the GID of its default RoCE mode for the address, SL from the TOS mapping
+// (0 without one), the path MTU from the netdev, the id's TOS.
+CmPathAttr proposal(std::uint32_t sgid_index, Mtu mtu) {
+  CmPathAttr a;
+  a.sgid_index = sgid_index;
+  a.sl = 0;
+  a.path_mtu = mtu;
+  a.traffic_class = 96;
+  a.hop_limit = 64;
+  return a;
+}
+
+TEST_F(GidSelection, RdmaCmProposalGetsTheSelection) {
+  // ConnectX with rdma_cm's default_roce_mode at RoCE v1: rdma-cm proposes
+  // GID[2] (v1, ::ffff:10.0.0.11); the auto selection is GID[3] (v2).
+  VerbsPath p;
+  std::string why;
+  ASSERT_FALSE(derive_path(query(cx, "10.0.0.11", "enp3s0f0"), cx.port, {}, p, why)) << why;
+  const CmPathAttr cm = proposal(2, Mtu::mtu1024);
+  CmPathAttr a = apply_selected_path(cm, p);
+  EXPECT_EQ(a.sgid_index, 3u);
+  EXPECT_EQ(a.sl, 3);                     // ms_async_rdma_sl's default, not rdma-cm's 0
+  EXPECT_EQ(a.path_mtu, Mtu::mtu1024);    // active 1024, no cap
+  EXPECT_EQ(a.traffic_class, 96);         // the id's TOS is kept
+  EXPECT_EQ(a.hop_limit, 64);
+  EXPECT_EQ(describe_applied(cm, a, p),
+            "mlx5_0 port 1 GID[3] ::ffff:10.0.0.11 RoCE v2 enp3s0f0 (the RoCE v2 GID of the "
+            "local address 10.0.0.11 on enp3s0f0), path MTU 1024 (rdma-cm 1024, selection 1024), "
+            "SL 3, traffic class 96; rdma-cm proposed GID[2] SL 0");
+
+  // The VLAN's address: GID[7], whatever rdma-cm proposed.
+  ASSERT_FALSE(derive_path(query(cx, "10.0.100.11", "enp3s0f0.100"), cx.port, {}, p, why)) << why;
+  EXPECT_EQ(apply_selected_path(proposal(6, Mtu::mtu1024), p).sgid_index, 7u);
+}
+
+TEST_F(GidSelection, RdmaCmProposalGetsThePins) {
+  // Ceph-style pin of the v1 entry, an SL and an MTU cap below rdma-cm's.
+  VerbsPathOptions o;
+  o.gid_index = 2;
+  o.sl = 5;
+  o.max_path_mtu = 1024;
+  VerbsPath p;
+  std::string why;
+  ASSERT_FALSE(derive_path(query(rxe, "192.0.2.1", "dummy0"), rxe.port, o, p, why)) << why;
+  const CmPathAttr cm = proposal(1, Mtu::mtu4096);
+  const CmPathAttr a = apply_selected_path(cm, p);
+  EXPECT_EQ(a.sgid_index, 2u);
+  EXPECT_EQ(a.sl, 5);
+  EXPECT_EQ(a.path_mtu, Mtu::mtu1024);
+  EXPECT_NE(describe_applied(cm, a, p).find("(pinned by ms_async_rdma_gid_idx = 2)"),
+            std::string::npos)
+      << describe_applied(cm, a, p);
+
+  // The path MTU is never raised above rdma-cm's (the netdev's) value.
+  o = VerbsPathOptions{};
+  ASSERT_FALSE(derive_path(query(rxe, "192.0.2.1"), rxe.port, o, p, why)) << why;
+  EXPECT_EQ(p.path_mtu, Mtu::mtu4096);
+  EXPECT_EQ(apply_selected_path(proposal(1, Mtu::mtu1024), p).path_mtu, Mtu::mtu1024);
+  EXPECT_EQ(apply_selected_path(proposal(1, Mtu::mtu4096), p).path_mtu, Mtu::mtu4096);
+
+  // ms_async_rdma_local_gid pins by value: the v1 entry of 10.0.0.11 is
+  // chosen only if named by index; by value the v2 entry wins.
+  o.local_gid = "10.0.0.11";
+  ASSERT_FALSE(derive_path(query(cx, "10.0.0.11"), cx.port, o, p, why)) << why;
+  EXPECT_EQ(apply_selected_path(proposal(2, Mtu::mtu1024), p).sgid_index, 3u);
+}
+
 }  // namespace
 }  // namespace siphon::rdma::verbs
