@@ -217,7 +217,7 @@ void Config::resolve(const ConfigRequest& req, Diagnostics& diags) {
       values_[index(o)] = std::move(*v);
     }
     raw_[index(o)] = text;
-    if (s.check == OptionCheck::debug_level) {
+    if (s.check == OptionCheck::debug_level || s.check == OptionCheck::debug_level_or_empty) {
       // Ceph stores "5" as "5/5", and $debug_ms references see that.
       std::string ignored;
       if (const auto level = parse_debug_level(text, ignored)) raw_[index(o)] = level->to_string();
@@ -469,9 +469,20 @@ std::string Config::expand(std::string_view text, std::vector<std::string>* warn
 
 // Ceph's debug_ms governs the whole messenger, its network stacks included:
 // every Siphon subsystem below the API is part of it (compat and tools are not).
+// The Siphon extensions debug_ms_<subsystem> and debug_siphon_<subsystem>,
+// when set, override it for their subsystem.
 void apply_log_levels(const Config& cfg) {
   const int level = cfg.debug_ms().log;
   for (const log::Subsys s : kMessengerSubsystems) log::set_level(s, level);
+  static constexpr std::pair<Opt, log::Subsys> kOverrides[] = {
+      {Opt::debug_ms_proto, log::Subsys::proto},          {Opt::debug_ms_session, log::Subsys::session},
+      {Opt::debug_ms_transport, log::Subsys::transport},  {Opt::debug_ms_rdma, log::Subsys::rdma},
+      {Opt::debug_siphon_compat, log::Subsys::compat},    {Opt::debug_siphon_tools, log::Subsys::tools}};
+  for (const auto& [o, s] : kOverrides) {
+    const std::string& text = std::get<std::string>(cfg.value(o));
+    std::string error;
+    if (const auto l = parse_debug_level(text, error); !text.empty() && l) log::set_level(s, l->log);
+  }
 }
 
 }  // namespace siphon::compat

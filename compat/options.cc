@@ -164,6 +164,9 @@ bool run_check(OptionCheck check, std::string_view text, std::string& error) {
         }
       }
       return true;
+    case OptionCheck::debug_level_or_empty:
+      if (text.empty()) return true;
+      [[fallthrough]];
     case OptionCheck::debug_level:
       return parse_debug_level(text, error).has_value();
     case OptionCheck::gid:
@@ -279,7 +282,8 @@ std::optional<OptionValue> parse_option_value(Opt o, std::string_view text, std:
   }
   if (s.type == OptionType::str && !run_check(s.check, std::get<std::string>(*v), error))
     return std::nullopt;
-  if (s.check == OptionCheck::debug_level) {
+  if (s.check == OptionCheck::debug_level ||
+      (s.check == OptionCheck::debug_level_or_empty && !std::get<std::string>(*v).empty())) {
     // Ceph normalises "5" to "5/5".
     std::string ignored;
     v = OptionValue(parse_debug_level(std::get<std::string>(*v), ignored)->to_string());
@@ -349,6 +353,7 @@ std::string accepted_values(Opt o) {
     case OptionCheck::ms_modes: out = "a list of crc, secure that includes crc"; break;
     case OptionCheck::networks: out = "a list of subnets ADDRESS/PREFIX"; break;
     case OptionCheck::debug_level: out = "N or N/M, 0..99"; break;
+    case OptionCheck::debug_level_or_empty: out = "empty, or N or N/M, 0..99"; break;
     case OptionCheck::gid: out = "empty, or a GID as an IPv6 address"; break;
     case OptionCheck::entity_types: out = "a list of mon, osd, mds, mgr, client"; break;
     case OptionCheck::rdma_type:

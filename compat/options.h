@@ -36,6 +36,7 @@ enum class OptionCheck : unsigned char {
   ms_modes,          // list of crc, secure
   networks,          // list of CIDR subnets
   debug_level,       // N or N/M
+  debug_level_or_empty,  // N or N/M, or empty (= not set)
   gid,               // an IPv6-form GID
   rdma_type,         // ib | iwarp, with a hint when a device name is given
   entity_types,      // list of mon, osd, mds, mgr, client

@@ -430,6 +430,24 @@ TEST(Config, ApplyLogLevels) {
   // ... and not the configuration parser or the tools.
   EXPECT_EQ(log::level(log::Subsys::compat), 3);
   EXPECT_EQ(log::level(log::Subsys::tools), 3);
+
+  // A subsystem's own option overrides debug_ms for that subsystem only.
+  Diagnostics d2;
+  const Config fine = load("[global]\ndebug_ms = 0/0\ndebug_ms_rdma = 10\ndebug_ms_session = 4/7\n"
+                           "debug_siphon_tools = 6\n", "client.admin", d2);
+  EXPECT_FALSE(d2.has_errors()) << d2.to_string();
+  EXPECT_EQ(fine.value_string(Opt::debug_ms_rdma), "10/10") << "Ceph's normalisation, as for debug_ms";
+  apply_log_levels(fine);
+  EXPECT_EQ(log::level(log::Subsys::ms), 0);
+  EXPECT_EQ(log::level(log::Subsys::proto), 0);
+  EXPECT_EQ(log::level(log::Subsys::transport), 0);
+  EXPECT_EQ(log::level(log::Subsys::rdma), 10);
+  EXPECT_EQ(log::level(log::Subsys::session), 4);
+  EXPECT_EQ(log::level(log::Subsys::tools), 6);
+  EXPECT_EQ(log::level(log::Subsys::compat), 3) << "unset: left alone";
+  Diagnostics bad;
+  load("[global]\ndebug_ms_transport = loud\n", "client.admin", bad);
+  EXPECT_TRUE(has_diag(bad, Severity::error, 2, 0, "debug_ms_transport = loud"));
   for (std::size_t i = 0; i < before.size(); ++i) log::set_level(static_cast<log::Subsys>(i), before[i]);
 }
 
