@@ -38,13 +38,7 @@ Pair make_pair(Side& s, const QpCaps& caps, const QpParams& pa = {}, const QpPar
   return p;
 }
 
-QpCaps caps(std::uint32_t wr = 64, std::uint32_t sge = 4, std::uint32_t inl = 0) {
-  QpCaps c;
-  c.max_send_wr = c.max_recv_wr = wr;
-  c.max_send_sge = c.max_recv_sge = sge;
-  c.max_inline_data = inl;
-  return c;
-}
+QpCaps caps(std::uint32_t wr = 64, std::uint32_t sge = 4, std::uint32_t inl = 0) { return make_caps(wr, sge, inl); }
 
 TEST_F(OneSide, DeviceAttributes) {
   const DeviceAttr& a = s_.device->attr();
@@ -134,13 +128,8 @@ TEST_F(OneSide, ChannelFdWakesOnlyWhenArmed) {
     r.sg_list = &sg;
     r.num_sge = 1;
     ASSERT_FALSE(p.b.qp->post_recv({&r, 1}, nullptr));
-    SendWr w;
-    w.wr_id = id;
-    w.opcode = Opcode::send;
-    w.flags = kSignaled;
     Sge ss = buf.sge(1024, 16);
-    w.sg_list = &ss;
-    w.num_sge = 1;
+    SendWr w = signaled(id, &ss);
     ASSERT_FALSE(p.a.qp->post_send({&w, 1}, nullptr));
   };
   CompletionQueue& rcq = *p.b.rcq;
@@ -175,11 +164,8 @@ TEST_F(OneSide, SolicitedOnlyArmIgnoresUnsolicitedReceives) {
     RecvWr r{id, &rs, 1};
     ASSERT_FALSE(p.b.qp->post_recv({&r, 1}, nullptr));
     Sge ss = buf.sge(1024, 16);
-    SendWr w;
-    w.wr_id = id;
-    w.flags = kSignaled | flags;
-    w.sg_list = &ss;
-    w.num_sge = 1;
+    SendWr w = signaled(id, &ss);
+    w.flags |= flags;
     ASSERT_FALSE(p.a.qp->post_send({&w, 1}, nullptr));
   };
   CompletionQueue& rcq = *p.b.rcq;
@@ -319,12 +305,7 @@ TEST_F(OneSide, SendQueueFullWhileSendsAreOutstanding) {
   Sge sg = buf.sge(0, 8);
   const std::uint32_t cap = p.a.qp->caps().max_send_wr;
   std::vector<SendWr> wrs(cap + 1);
-  for (std::size_t i = 0; i < wrs.size(); ++i) {
-    wrs[i].wr_id = i;
-    wrs[i].flags = kSignaled;
-    wrs[i].sg_list = &sg;
-    wrs[i].num_sge = 1;
-  }
+  for (std::size_t i = 0; i < wrs.size(); ++i) wrs[i] = signaled(i, &sg);
   std::size_t bad = 99;
   EXPECT_EQ(p.a.qp->post_send(wrs, &bad), make_error_code(siphon::errc::queue_full));
   EXPECT_EQ(bad, cap);
@@ -361,11 +342,8 @@ TEST_F(OneSide, InlineLimit) {
   ASSERT_FALSE(p.b.qp->post_recv({&r, 1}, nullptr));
   // Inline data need not be registered.
   Sge ss{reinterpret_cast<std::uint64_t>(src.data()), lim + 1, 0};
-  SendWr w;
-  w.wr_id = 9;
-  w.flags = kSignaled | kInline;
-  w.sg_list = &ss;
-  w.num_sge = 1;
+  SendWr w = signaled(9, &ss);
+  w.flags |= kInline;
   std::size_t bad = 99;
   EXPECT_EQ(p.a.qp->post_send({&w, 1}, &bad), make_error_code(siphon::errc::invalid_argument));
   EXPECT_EQ(bad, 0u);
@@ -388,12 +366,8 @@ TEST_F(OneSide, BadLkeyIsALocalProtectionError) {
   Sge rs = rbuf.sge(0, 4096);
   RecvWr r{1, &rs, 1};
   ASSERT_FALSE(p.b.qp->post_recv({&r, 1}, nullptr));
-  SendWr w;
-  w.wr_id = 3;
-  w.flags = kSignaled;
   Sge bad_sge = buf.sge(4000, 200);  // runs past the end of the MR
-  w.sg_list = &bad_sge;
-  w.num_sge = 1;
+  SendWr w = signaled(3, &bad_sge);
   ASSERT_FALSE(p.a.qp->post_send({&w, 1}, nullptr));
   auto got = poll_n(*p.a.scq, 1);
   ASSERT_EQ(got.size(), 1u);

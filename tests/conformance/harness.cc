@@ -392,6 +392,24 @@ Rc make_rc(Side& s, const QpCaps& caps, SharedReceiveQueue* srq, std::uint32_t c
   return rc;
 }
 
+QpCaps make_caps(std::uint32_t wr, std::uint32_t sge, std::uint32_t inline_data) {
+  QpCaps c;
+  c.max_send_wr = c.max_recv_wr = wr;
+  c.max_send_sge = c.max_recv_sge = sge;
+  c.max_inline_data = inline_data;
+  return c;
+}
+
+SendWr signaled(std::uint64_t wr_id, const Sge* sg, std::uint32_t n, Opcode op) {
+  SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = op;
+  w.flags = kSignaled;
+  w.sg_list = sg;
+  w.num_sge = n;
+  return w;
+}
+
 Endpoint endpoint_of(const Side& s, const QueuePair& qp, std::uint32_t psn) {
   Endpoint e;
   e.qpn = qp.qp_num();

@@ -124,6 +124,12 @@ struct Buffer {
 };
 Buffer make_buffer(ProtectionDomain& pd, std::size_t len, std::uint32_t access);
 
+// Send and receive queues of `wr` work requests of up to `sge` SGEs each.
+QpCaps make_caps(std::uint32_t wr, std::uint32_t sge, std::uint32_t inline_data = 0);
+// A signaled work request over `n` SGEs: a SEND unless `op` says otherwise
+// (the caller sets remote_addr/rkey/imm_data where `op` needs them).
+SendWr signaled(std::uint64_t wr_id, const Sge* sg, std::uint32_t n = 1, Opcode op = Opcode::send);
+
 struct Rc {
   std::unique_ptr<CompletionQueue> scq, rcq;
   std::unique_ptr<QueuePair> qp;

@@ -12,18 +12,11 @@
 namespace siphon::rdma::conformance {
 namespace {
 
-QpCaps caps(std::uint32_t wr = 128, std::uint32_t sge = 4, std::uint32_t inl = 0) {
-  QpCaps c;
-  c.max_send_wr = c.max_recv_wr = wr;
-  c.max_send_sge = c.max_recv_sge = sge;
-  c.max_inline_data = inl;
-  return c;
-}
+QpCaps caps() { return make_caps(128, 4); }
 
 // Creates an RC QP, swaps endpoints with the other side and brings it to RTS.
-Rc connect_rc(Side& s, const QpCaps& c = caps(), const QpParams& p = {},
-              SharedReceiveQueue* srq = nullptr, Endpoint* remote_out = nullptr) {
-  Rc rc = make_rc(s, c, srq);
+Rc connect_rc(Side& s, const QpParams& p = {}, SharedReceiveQueue* srq = nullptr, Endpoint* remote_out = nullptr) {
+  Rc rc = make_rc(s, caps(), srq);
   if (!rc.qp) return rc;
   const Endpoint self = endpoint_of(s, *rc.qp, s.is_a ? 0x123 : 0xABCDE);
   Endpoint remote;
@@ -62,12 +55,7 @@ void SendRecv_InOrderWithCompletionContents::a(Side& s) {
     // Sizes 0..~500, two SGEs when there is room.
     const std::uint32_t len = static_cast<std::uint32_t>((i * 37) % 500);
     Sge sg[2] = {buf.sge(i * 512, len / 2), buf.sge(i * 512 + len / 2, len - len / 2)};
-    SendWr w;
-    w.wr_id = 1000 + i;
-    w.opcode = Opcode::send;
-    w.flags = kSignaled;
-    w.sg_list = sg;
-    w.num_sge = 2;
+    SendWr w = signaled(1000 + i, sg, 2);
     ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr)) << i;
   }
   auto got = poll_n(*rc.scq, kMsgs);
@@ -117,19 +105,9 @@ void Imm_SendWithImmAndWriteWithImm::a(Side& s) {
   Buffer buf = make_buffer(*s.pd, 4096, kLocalWrite);
   for (int i = 0; i < 4096; ++i) buf.bytes[i] = pattern(i, 9);
   Sge sg0 = buf.sge(0, 100), sg1 = buf.sge(100, 3000);
-  SendWr w[2];
-  w[0].wr_id = 1;
-  w[0].opcode = Opcode::send_with_imm;
-  w[0].flags = kSignaled;
+  SendWr w[2] = {signaled(1, &sg0, 1, Opcode::send_with_imm), signaled(2, &sg1, 1, Opcode::rdma_write_with_imm)};
   w[0].imm_data = 0x12345678;
-  w[0].sg_list = &sg0;
-  w[0].num_sge = 1;
-  w[1].wr_id = 2;
-  w[1].opcode = Opcode::rdma_write_with_imm;
-  w[1].flags = kSignaled;
   w[1].imm_data = 0xCAFEBABE;
-  w[1].sg_list = &sg1;
-  w[1].num_sge = 1;
   w[1].remote_addr = rm.addr + 50;
   w[1].rkey = rm.rkey;
   ASSERT_FALSE(rc.qp->post_send(w, nullptr));
@@ -184,23 +162,13 @@ void Rdma_WriteAndReadAreByteExact::a(Side& s) {
   for (std::size_t i = 0; i < kRegion; ++i) src.bytes[i] = pattern(i, 3);
   // WRITE 300000 bytes from three SGEs to offset 1000.
   Sge wsg[3] = {src.sge(0, 100000), src.sge(100000, 150000), src.sge(250000, 50000)};
-  SendWr w;
-  w.wr_id = 1;
-  w.opcode = Opcode::rdma_write;
-  w.flags = kSignaled;
-  w.sg_list = wsg;
-  w.num_sge = 3;
+  SendWr w = signaled(1, wsg, 3, Opcode::rdma_write);
   w.remote_addr = rm.addr + 1000;
   w.rkey = rm.rkey;
   ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr));
   // READ 512 KiB of B's pattern (at offset 400000) into two SGEs.
   Sge rsg[2] = {dst.sge(0, 200000), dst.sge(300000, 324288)};
-  SendWr r;
-  r.wr_id = 2;
-  r.opcode = Opcode::rdma_read;
-  r.flags = kSignaled;
-  r.sg_list = rsg;
-  r.num_sge = 2;
+  SendWr r = signaled(2, rsg, 2, Opcode::rdma_read);
   r.remote_addr = rm.addr + 400000;
   r.rkey = rm.rkey;
   ASSERT_FALSE(rc.qp->post_send({&r, 1}, nullptr));
@@ -272,12 +240,7 @@ void Rdma_AccessViolationsAreRemoteAccessErrors::a(Side& s) {
     Rc rc = connect_rc(s);
     ASSERT_TRUE(rc.qp);
     ASSERT_TRUE(s.oob->recv(rm));
-    SendWr w;
-    w.wr_id = 40 + round;
-    w.opcode = round == 0 ? Opcode::rdma_read : Opcode::rdma_write;
-    w.flags = kSignaled;
-    w.sg_list = &sg;
-    w.num_sge = 1;
+    SendWr w = signaled(40 + round, &sg, 1, round == 0 ? Opcode::rdma_read : Opcode::rdma_write);
     w.remote_addr = rm.addr + (round == 0 ? 0 : rm.len - 512);  // write runs 512 bytes past
     w.rkey = rm.rkey;
     SendWr after = w;
@@ -318,11 +281,7 @@ void SendRecv_TooLongForTheReceiveBuffer::a(Side& s) {
   Buffer buf = make_buffer(*s.pd, 4096, kLocalWrite);
   ASSERT_TRUE(s.oob->sync());  // B's 100-byte receive is posted
   Sge sg = buf.sge(0, 1000);
-  SendWr w;
-  w.wr_id = 5;
-  w.flags = kSignaled;
-  w.sg_list = &sg;
-  w.num_sge = 1;
+  SendWr w = signaled(5, &sg);
   ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr));
   auto got = poll_n(*rc.scq, 1);
   ASSERT_EQ(got.size(), 1u);
@@ -356,15 +315,11 @@ SIPHON_TWO_SIDED(Rnr, SmallRetryCountEndsInRnrRetryExceeded)
 void Rnr_SmallRetryCountEndsInRnrRetryExceeded::a(Side& s) {
   QpParams p;
   p.rnr_retry = 1;
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   Buffer buf = make_buffer(*s.pd, 64, kLocalWrite);
   Sge sg = buf.sge(0, 8);
-  SendWr w;
-  w.wr_id = 7;
-  w.flags = kSignaled;
-  w.sg_list = &sg;
-  w.num_sge = 1;
+  SendWr w = signaled(7, &sg);
   ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr));
   auto got = poll_n(*rc.scq, 1);
   ASSERT_EQ(got.size(), 1u);
@@ -376,7 +331,7 @@ void Rnr_SmallRetryCountEndsInRnrRetryExceeded::a(Side& s) {
 void Rnr_SmallRetryCountEndsInRnrRetryExceeded::b(Side& s) {
   QpParams p;
   p.min_rnr_timer = 1;  // 0.01 ms
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   ASSERT_TRUE(s.oob->sync());  // no receive was ever posted
 }
@@ -390,16 +345,12 @@ void Rnr_LateReceiveIsRetriedIntoSuccess::a(Side& s) {
   // than 8 x 67 ms to send its first RNR NAK (retry_exceeded instead of
   // success).
   p.timeout = 20;
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   Buffer buf = make_buffer(*s.pd, 64, kLocalWrite);
   buf.bytes[0] = 0x42;
   Sge sg = buf.sge(0, 8);
-  SendWr w;
-  w.wr_id = 8;
-  w.flags = kSignaled;
-  w.sg_list = &sg;
-  w.num_sge = 1;
+  SendWr w = signaled(8, &sg);
   ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr));
   ASSERT_TRUE(s.oob->sync());  // B posts its receive now, after some RNR NAKs
   auto got = poll_n(*rc.scq, 1);
@@ -409,7 +360,7 @@ void Rnr_LateReceiveIsRetriedIntoSuccess::a(Side& s) {
 void Rnr_LateReceiveIsRetriedIntoSuccess::b(Side& s) {
   QpParams p;
   p.min_rnr_timer = 8;  // 0.16 ms
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   std::this_thread::sleep_for(50ms);
   Buffer buf = make_buffer(*s.pd, 64, kLocalWrite);
@@ -430,7 +381,7 @@ SIPHON_TWO_SIDED(Flush, ErrCompletesEveryOutstandingWr)
 void Flush_ErrCompletesEveryOutstandingWr::a(Side& s) {
   QpParams p;
   p.rnr_retry = 7;
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   Buffer buf = make_buffer(*s.pd, 4096, kLocalWrite);
   Sge sg = buf.sge(0, 8);
@@ -439,10 +390,8 @@ void Flush_ErrCompletesEveryOutstandingWr::a(Side& s) {
   ASSERT_FALSE(rc.qp->post_recv(recvs, nullptr));
   std::vector<SendWr> sends(6);
   for (int i = 0; i < 6; ++i) {
-    sends[i].wr_id = 200 + i;
-    sends[i].flags = i % 2 == 0 ? kSignaled : 0u;  // flushes complete unsignaled WRs too
-    sends[i].sg_list = &sg;
-    sends[i].num_sge = 1;
+    sends[i] = signaled(200 + i, &sg);
+    if (i % 2 == 1) sends[i].flags = 0;  // flushes complete unsignaled WRs too
   }
   ASSERT_FALSE(rc.qp->post_send(sends, nullptr));  // B has no receive: RNR forever
   std::this_thread::sleep_for(20ms);
@@ -466,7 +415,7 @@ void Flush_ErrCompletesEveryOutstandingWr::a(Side& s) {
 void Flush_ErrCompletesEveryOutstandingWr::b(Side& s) {
   QpParams p;
   p.min_rnr_timer = 14;
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   ASSERT_TRUE(s.oob->sync());
 }
@@ -489,11 +438,7 @@ void Srq_SharedByThreeQps::a(Side& s) {
       buf.bytes[off] = static_cast<std::uint8_t>(q);
       buf.bytes[off + 1] = static_cast<std::uint8_t>(i);
       Sge sg = buf.sge(off, 2);
-      SendWr w;
-      w.wr_id = i;
-      w.flags = kSignaled;
-      w.sg_list = &sg;
-      w.num_sge = 1;
+      SendWr w = signaled(i, &sg);
       ASSERT_FALSE(qps[q].qp->post_send({&w, 1}, nullptr));
     }
   for (auto& rc : qps) {
@@ -556,15 +501,11 @@ void PeerDeath_QpEndsInRetryExceeded::a(Side& s) {
   QpParams p;
   p.timeout = 10;  // 4.2 ms per try
   p.retry_cnt = 3;
-  Rc rc = connect_rc(s, caps(), p);
+  Rc rc = connect_rc(s, p);
   ASSERT_TRUE(rc.qp);
   Buffer buf = make_buffer(*s.pd, 64, kLocalWrite);
   Sge sg = buf.sge(0, 8);
-  SendWr w;
-  w.wr_id = 1;
-  w.flags = kSignaled;
-  w.sg_list = &sg;
-  w.num_sge = 1;
+  SendWr w = signaled(1, &sg);
   ASSERT_FALSE(rc.qp->post_send({&w, 1}, nullptr));
   ASSERT_EQ(poll_n(*rc.scq, 1).size(), 1u);
   ASSERT_TRUE(s.oob->sync());

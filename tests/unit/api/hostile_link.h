@@ -26,6 +26,7 @@
 #include "msgr/proto/frame.h"
 #include "msgr/session/handshake.h"
 #ifdef SIPHON_TEST_RDMA
+#include "raw_rc_peer.h"
 #include "rdma/provider.h"
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/credits.h"
@@ -110,60 +111,25 @@ class RdmaLink final : public Link {
   static constexpr std::uint64_t kSendId = 1u << 20;
   static constexpr std::uint64_t kUpdateId = kSendId + 1;
 
-  explicit RdmaLink(rdma::Provider& prov) : prov_(prov) {}
-  ~RdmaLink() override {
-    if (id_) (void)id_->disconnect();
-    qp_.reset();
-    id_.reset();
-  }
+  // [data SEND area][credit-update header][kSlots receive buffers]
+  explicit RdmaLink(rdma::Provider& prov)
+      : peer_(prov, {kRecvArea + std::size_t{kRecvSize} * kSlots, kRecvArea, kRecvSize, kCredits}) {}
 
   // Never give the server its credits back (it must stop sending to us and
   // keep everyone else going).
   bool hold_credits = false;
 
   ::testing::AssertionResult connect(const NetAddress& to) {
-    using namespace rdma;
-    std::error_code ec;
-    ch_ = prov_.create_event_channel(ec);
-    if (!ch_) return fail("event channel", ec);
-    id_ = ch_->create_id(ec);
-    if (!id_) return fail("create_id", ec);
-    if ((ec = id_->resolve_addr(nullptr, to, 2000))) return fail("resolve_addr", ec);
-    if (!wait_cm(CmEventType::addr_resolved)) return ::testing::AssertionFailure() << "no ADDR_RESOLVED";
-    if ((ec = id_->resolve_route(2000))) return fail("resolve_route", ec);
-    if (!wait_cm(CmEventType::route_resolved)) return ::testing::AssertionFailure() << "no ROUTE_RESOLVED";
-    Device* dev = id_->device();
-    pd_ = dev->alloc_pd(ec);
-    cq_ = dev->create_cq(1024, ec);
-    if (!pd_ || !cq_) return fail("pd/cq", ec);
-    mr_ = pd_->reg_mr(mem_.data(), mem_.size(), kLocalWrite | kRemoteRead, ec);
-    if (!mr_) return fail("reg_mr", ec);
-    QpInit init;
-    init.send_cq = init.recv_cq = cq_.get();
-    init.caps.max_send_wr = 16;
-    init.caps.max_recv_wr = kSlots;
-    qp_ = id_->create_qp(*pd_, init, ec);
-    if (!qp_) return fail("create_qp", ec);
-    for (std::uint32_t i = 0; i < kSlots; ++i)
-      if ((ec = post_recv(i))) return fail("post_recv", ec);
-    ConnectInfo mine;
-    mine.update_slots = kUpdateSlots;
-    mine.credits = kCredits;
-    mine.recv_buffer_size = kRecvSize;
-    ConnParam param;
-    const auto b = mine.encode();
-    param.private_data.assign(b.begin(), b.end());
-    if ((ec = id_->connect(param))) return fail("connect", ec);
-    CmEvent ev;
-    if (!wait_cm(CmEventType::established, &ev)) return ::testing::AssertionFailure() << "not established";
-    if ((ec = ConnectInfo::decode(ev.private_data, server_))) return fail("server's ConnectInfo", ec);
-    credits_ = server_.credits;
+    auto r = peer_.connect(to);
+    if (!r) return r;
+    credits_ = peer_.server_info().credits;
     ok_ = true;
-    return ::testing::AssertionSuccess();
+    return r;
   }
 
   bool send(std::string_view s) override {
-    const std::size_t room = std::min<std::size_t>(server_.recv_buffer_size, kSendArea) - rdma::SendHeader::kSize;
+    const std::size_t room =
+        std::min<std::size_t>(peer_.server_info().recv_buffer_size, kSendArea) - rdma::SendHeader::kSize;
     for (std::size_t off = 0; ok_ && off < s.size(); off += room) {
       const std::string_view chunk = s.substr(off, room);
       if (!send_raw(rdma::SendType::stream, chunk.size(), 0,
@@ -201,37 +167,22 @@ class RdmaLink final : public Link {
     h.length = static_cast<std::uint32_t>(length);
     h.id = id;
     h.credits_returned = hold_credits ? 0 : static_cast<std::uint16_t>(std::exchange(owed_, 0));
-    h.encode(mem_.data());
-    if (!payload.empty()) std::memcpy(mem_.data() + SendHeader::kSize, payload.data(), payload.size());
+    h.encode(peer_.at(0));
+    if (!payload.empty()) std::memcpy(peer_.at(SendHeader::kSize), payload.data(), payload.size());
     return post_send_and_wait(static_cast<std::uint32_t>(SendHeader::kSize + payload.size()));
   }
 
-  std::uint64_t region_addr(std::size_t off) const { return reinterpret_cast<std::uint64_t>(mem_.data() + off); }
-  std::uint32_t rkey() const { return mr_->rkey(); }
-  const rdma::ConnectInfo& server_info() const { return server_; }
+  std::uint64_t region_addr(std::size_t off) const { return peer_.addr(off); }
+  std::uint32_t rkey() const { return peer_.rkey(); }
+  const rdma::ConnectInfo& server_info() const { return peer_.server_info(); }
 
  private:
   static constexpr std::size_t kSendArea = 16 * 1024;        // data SENDs
   static constexpr std::size_t kRecvArea = kSendArea + 64;   // after the credit-update header
 
-  static ::testing::AssertionResult fail(const char* what, std::error_code ec) {
-    return ::testing::AssertionFailure() << what << ": " << ec.message();
-  }
-  std::error_code post_recv(std::uint32_t slot) {
-    const rdma::Sge sg{region_addr(kRecvArea + std::size_t{kRecvSize} * slot), kRecvSize, mr_->lkey()};
-    const rdma::RecvWr wr{slot, &sg, 1};
-    return qp_->post_recv({&wr, 1}, nullptr);
-  }
   bool post_send_and_wait(std::uint32_t bytes) {
-    using namespace rdma;
-    const Sge sg{region_addr(0), bytes, mr_->lkey()};
-    SendWr wr;
-    wr.wr_id = kSendId;
-    wr.flags = kSignaled;
-    wr.sg_list = &sg;
-    wr.num_sge = 1;
     send_done_ = false;
-    if (qp_->post_send({&wr, 1}, nullptr)) return ok_ = false;
+    if (peer_.post_send(0, bytes, kSendId)) return ok_ = false;
     const auto end = std::chrono::steady_clock::now() + 20s;
     while (!send_done_ && std::chrono::steady_clock::now() < end) {
       if (!progress()) return false;
@@ -244,10 +195,10 @@ class RdmaLink final : public Link {
     using namespace rdma;
     if (!ok_) return false;
     CmEvent ev;
-    while (ch_->get_event(ev))
+    while (peer_.channel().get_event(ev))
       if (ev.type == CmEventType::disconnected) return ok_ = false;
     Wc wc[32];
-    const std::size_t n = cq_->poll(wc);
+    const std::size_t n = peer_.cq().poll(wc);
     for (std::size_t i = 0; i < n; ++i) {
       if (wc[i].status != WcStatus::success) return ok_ = false;
       if (wc[i].wr_id == kSendId) {
@@ -259,12 +210,12 @@ class RdmaLink final : public Link {
         continue;
       }
       const auto slot = static_cast<std::uint32_t>(wc[i].wr_id);
-      const std::uint8_t* p = mem_.data() + kRecvArea + std::size_t{kRecvSize} * slot;
+      const std::uint8_t* p = peer_.slot_data(slot);
       SendHeader h;
       if (SendHeader::decode({p, wc[i].byte_len}, h)) return ok_ = false;
       credits_ += h.credits_returned;
       if (h.type == SendType::stream) rx_.append(reinterpret_cast<const char*>(p + SendHeader::kSize), h.length);
-      if (post_recv(slot)) return ok_ = false;
+      if (peer_.post_recv(slot)) return ok_ = false;
       if (h.type != SendType::credit_update) ++owed_;
     }
     // Give credits back explicitly when half a window is owed (as the stack
@@ -273,42 +224,14 @@ class RdmaLink final : public Link {
       SendHeader h;
       h.type = SendType::credit_update;
       h.credits_returned = static_cast<std::uint16_t>(std::exchange(owed_, 0));
-      h.encode(mem_.data() + kSendArea);
-      const Sge sg{region_addr(kSendArea), static_cast<std::uint32_t>(SendHeader::kSize), mr_->lkey()};
-      SendWr wr;
-      wr.wr_id = kUpdateId;
-      wr.flags = kSignaled;
-      wr.sg_list = &sg;
-      wr.num_sge = 1;
-      if (qp_->post_send({&wr, 1}, nullptr)) return ok_ = false;
+      h.encode(peer_.at(kSendArea));
+      if (peer_.post_send(kSendArea, static_cast<std::uint32_t>(SendHeader::kSize), kUpdateId)) return ok_ = false;
       update_inflight_ = true;
     }
     return ok_;
   }
-  bool wait_cm(rdma::CmEventType type, rdma::CmEvent* out = nullptr) {
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < end) {
-      rdma::CmEvent ev;
-      if (ch_->get_event(ev)) {
-        if (ev.type != type) return false;
-        if (out != nullptr) *out = std::move(ev);
-        return true;
-      }
-      std::this_thread::sleep_for(1ms);
-    }
-    return false;
-  }
 
-  rdma::Provider& prov_;
-  std::unique_ptr<rdma::EventChannel> ch_;
-  std::unique_ptr<rdma::CmId> id_;
-  std::unique_ptr<rdma::ProtectionDomain> pd_;
-  std::unique_ptr<rdma::CompletionQueue> cq_;
-  std::unique_ptr<rdma::QueuePair> qp_;
-  // [data SEND area][credit-update header][kSlots receive buffers]
-  std::vector<std::uint8_t> mem_ = std::vector<std::uint8_t>(kRecvArea + std::size_t{kRecvSize} * kSlots);
-  std::unique_ptr<rdma::MemoryRegion> mr_;
-  rdma::ConnectInfo server_;
+  RawRcPeer peer_;
   std::uint32_t credits_ = 0, owed_ = 0;
   bool ok_ = false, send_done_ = false, update_inflight_ = false;
   std::string rx_;

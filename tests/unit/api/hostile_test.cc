@@ -108,11 +108,7 @@ struct Hostile : ::testing::Test {
       pong->front() = m->front();
       m->get_connection()->send_message(pong);
     };
-    server->add_dispatcher_tail(&sd);
-    client->add_dispatcher_tail(&cd);
-    ASSERT_FALSE(server->bind(loopback_any_port()));
-    server->start();
-    client->start();
+    ASSERT_NO_FATAL_FAILURE(start_pair(*server, sd, *client, cd));
     good = client->connect_to(entity_type::osd, server->get_myaddrs());
     ASSERT_NO_FATAL_FAILURE(round_trips(2));
     baseline_connections = server->stats().connections;
@@ -163,6 +159,30 @@ struct Hostile : ::testing::Test {
     m.segments[0] = proto::MessageHeader2::make(type, seq, 0).encode();
     if (front > 0) m.segments[1] = BufferList::copy_of(std::string(front, 'f'));
     return proto::encode_frame(m, proto::FrameRev::rev1).to_string();
+  }
+  // A MESSAGE frame whose preamble claims a front segment of `claim` bytes
+  // (segment 1's length at preamble offset 2 + 6; the preamble crc
+  // re-sealed), followed by only 64 KiB of it.
+  static std::string claiming_frame(std::uint32_t claim) {
+    std::string f = message_frame(1, 1);
+    std::memcpy(f.data() + 8, &claim, 4);
+    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
+    std::memcpy(f.data() + 28, &crc, 4);
+    return f + std::string(64 * 1024, 'z');
+  }
+  // Opens `n` raw clients -- past the banner exchange, or with `ready` past
+  // the handshake too -- that each send a MESSAGE claiming 200 MiB
+  // (claiming_frame).
+  void open_claimers(int n, bool ready, std::vector<std::unique_ptr<RawClient>>& peers) {
+    for (int i = 0; i < n; ++i) {
+      auto r = ready ? ready_raw() : raw();
+      ASSERT_TRUE(r);
+      if (!ready) {
+        ASSERT_TRUE(r->exchange_banners());
+      }
+      ASSERT_TRUE(r->send(claiming_frame(200u << 20)));
+      peers.push_back(std::move(r));
+    }
   }
 
   // Samples the server's accounting while an attack runs.
@@ -362,20 +382,9 @@ TEST_F(Hostile, HugeSegmentClaimOverTheLimitIsRefused) {
 TEST_F(HostileHandshake, HugeSegmentClaimBeforeTheHandshakeHitsTheReadyTimeout) {
   LogCapture logs;
   constexpr int kN = 4;
-  constexpr std::uint32_t kClaim = 200u << 20;
   Watch w(*this);
   std::vector<std::unique_ptr<RawClient>> peers;
-  for (int i = 0; i < kN; ++i) {
-    auto r = raw();
-    ASSERT_TRUE(r);
-    ASSERT_TRUE(r->exchange_banners());
-    std::string f = message_frame(1, 1);
-    std::memcpy(f.data() + 8, &kClaim, 4);
-    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
-    std::memcpy(f.data() + 28, &crc, 4);
-    ASSERT_TRUE(r->send(f + std::string(64 * 1024, 'z')));
-    peers.push_back(std::move(r));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_claimers(kN, /*ready=*/false, peers));
   round_trips(kRoundTrips);
   for (auto& p : peers) EXPECT_TRUE(p->link().closed_by_peer()) << "a pre-handshake claim was kept open";
   EXPECT_TRUE(eventually([&] { return count(logs, "ms_connection_ready_timeout") >= kN; }, 10s))
@@ -390,20 +399,9 @@ TEST_F(HostileHandshake, HugeSegmentClaimBeforeTheHandshakeHitsTheReadyTimeout) 
 // claimed: RSS grows by what arrived, not by what was announced.
 TEST_F(Hostile, HugeSegmentClaimsAreHeldWithoutReservingTheClaim) {
   constexpr int kN = 4;
-  constexpr std::uint32_t kClaim = 200u << 20;
   Watch w(*this);
   std::vector<std::unique_ptr<RawClient>> peers;
-  for (int i = 0; i < kN; ++i) {
-    auto r = ready_raw();
-    ASSERT_TRUE(r);
-    std::string f = message_frame(1, 1);
-    // Segment 1 (front) length at preamble offset 2 + 6; re-seal the preamble crc.
-    std::memcpy(f.data() + 8, &kClaim, 4);
-    const std::uint32_t crc = BufferList::copy_of(f.data(), 28).crc32c(0);
-    std::memcpy(f.data() + 28, &crc, 4);
-    ASSERT_TRUE(r->send(f + std::string(64 * 1024, 'z')));
-    peers.push_back(std::move(r));
-  }
+  ASSERT_NO_FATAL_FAILURE(open_claimers(kN, /*ready=*/true, peers));
   round_trips(kRoundTrips);
   const std::uint64_t faults = server->stats().faults;
   EXPECT_EQ(server->stats().connections, baseline_connections + kN) << "a held claim was closed";

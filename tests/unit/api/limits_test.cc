@@ -46,12 +46,14 @@ struct Limits : ::testing::Test {
   RecordingDispatcher sd;
   std::unique_ptr<Messenger> server;
 
-  void start_server(const Policy& p = Policy::stateless_server()) {
+  // The server, dispatching to `d` (default: sd); bound, and started unless
+  // `start` is false.
+  void start_server(const Policy& p = Policy::stateless_server(), Dispatcher* d = nullptr, bool start = true) {
     server = make_messenger({entity_type::osd, 0}, opts);
     server->set_policy(entity_type::client, p);
-    server->add_dispatcher_tail(&sd);
+    server->add_dispatcher_tail(d != nullptr ? d : &sd);
     ASSERT_FALSE(server->bind(loopback_any_port()));
-    server->start();
+    if (start) server->start();
   }
   void TearDown() override {
     if (server) {
@@ -184,11 +186,7 @@ struct GateDispatcher : Dispatcher {
 TEST_F(Limits, PerConnectionUndispatchedBytesHoldAFloodingPeerWhileOthersGoOn) {
   opts.ms_max_undispatched_bytes_per_connection = 128 * 1024;  // the total stays 100 MiB
   GateDispatcher g;
-  server = make_messenger({entity_type::osd, 0}, opts);
-  server->set_policy(entity_type::client, Policy::stateful_server());
-  server->add_dispatcher_tail(&g);
-  ASSERT_FALSE(server->bind(loopback_any_port()));
-  server->start();
+  ASSERT_NO_FATAL_FAILURE(start_server(Policy::stateful_server(), &g));
   Client flood(1, Policy::lossless_client()), other(2, Policy::lossless_client());
   ConnectionRef cf = connect(flood), co = connect(other);
   constexpr int kFlood = 32;
@@ -212,11 +210,7 @@ TEST_F(Limits, TotalUndispatchedBytesBoundEveryConnectionTogether) {
   opts.ms_dispatch_throttle_bytes = 128 * 1024;
   opts.ms_max_undispatched_bytes_per_connection = 0;  // only the total applies
   GateDispatcher g;
-  server = make_messenger({entity_type::osd, 0}, opts);
-  server->set_policy(entity_type::client, Policy::stateful_server());
-  server->add_dispatcher_tail(&g);
-  ASSERT_FALSE(server->bind(loopback_any_port()));
-  server->start();
+  ASSERT_NO_FATAL_FAILURE(start_server(Policy::stateful_server(), &g));
   Client a(1, Policy::lossless_client()), b(2, Policy::lossless_client());
   ConnectionRef ca = connect(a), cb = connect(b);
   constexpr int kEach = 16;
@@ -291,10 +285,7 @@ TEST_F(Limits, IdleConnectionIsClosedByTheServersIdleTimeout) {
 TEST_F(Limits, SendQueueBoundRefusesWithQueueFullAndRecovers) {
   // The server is bound but not started: it closes every connection at
   // accept, so the client's messages stay queued (lossless: it retries).
-  server = make_messenger({entity_type::osd, 0}, opts);
-  server->set_policy(entity_type::client, Policy::stateful_server());
-  server->add_dispatcher_tail(&sd);
-  ASSERT_FALSE(server->bind(loopback_any_port()));
+  ASSERT_NO_FATAL_FAILURE(start_server(Policy::stateful_server(), &sd, /*start=*/false));
   MessengerOptions copt = test_options();
   copt.ms_max_queued_send_bytes_per_connection = 256 * 1024;
   Client a(1, Policy::lossless_client(), copt);

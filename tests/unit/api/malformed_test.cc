@@ -76,11 +76,7 @@ struct Malformed : ::testing::Test {
     client = make_messenger({entity_type::client, 1}, opts);
     server->set_policy(entity_type::client, Policy::stateful_server());
     client->set_policy(entity_type::osd, Policy::lossless_client());
-    server->add_dispatcher_tail(&sd);
-    client->add_dispatcher_tail(&cd);
-    ASSERT_FALSE(server->bind(loopback_any_port()));
-    server->start();
-    client->start();
+    ASSERT_NO_FATAL_FAILURE(start_pair(*server, sd, *client, cd));
     good = client->connect_to(entity_type::osd, server->get_myaddrs());
     good_connection_works();
   }

@@ -41,11 +41,7 @@ struct Pair : ::testing::Test {
     client = make_messenger({entity_type::client, 4100}, o);
     server->set_policy(entity_type::client, server_policy);
     client->set_policy(entity_type::osd, client_policy);
-    server->add_dispatcher_tail(&sd);
-    client->add_dispatcher_tail(&cd);
-    ASSERT_FALSE(server->bind(loopback_any_port()));
-    server->start();
-    client->start();
+    ASSERT_NO_FATAL_FAILURE(start_pair(*server, sd, *client, cd));
   }
   void TearDown() override {
     if (client) client->shutdown();
@@ -146,11 +142,7 @@ TEST_F(Pair, UndecodableTypedMessageFaultsOnlyThatConnection) {
   server->set_policy(entity_type::client, Policy::stateless_server());
   client = make_messenger({entity_type::client, 1}, opts);
   client->set_policy(entity_type::osd, Policy::lossy_client());
-  client->add_dispatcher_tail(&cd);
-  server->add_dispatcher_tail(&sd);
-  ASSERT_FALSE(server->bind(loopback_any_port()));
-  server->start();
-  client->start();
+  ASSERT_NO_FATAL_FAILURE(start_pair(*server, sd, *client, cd));
   LogCapture logs;
   ConnectionRef con = connect();
   MessageRef bad = make_message<Message>(MCounter::kType, 2, 1);

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -78,6 +79,33 @@ inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const Messe
                                                  std::optional<std::uint32_t> nonce = std::nullopt) {
   return Messenger::create(make_test_stack(o), name, o, nonce);
 }
+
+// Starts `server` (bound to loopback, any port) dispatching to `sd`, and
+// `client` dispatching to `cd`.
+inline void start_pair(Messenger& server, Dispatcher& sd, Messenger& client, Dispatcher& cd) {
+  server.add_dispatcher_tail(&sd);
+  client.add_dispatcher_tail(&cd);
+  ASSERT_FALSE(server.bind(loopback_any_port()));
+  server.start();
+  client.start();
+}
+
+// Turns the given subsystems' logs off while it lives (runs that fault
+// hundreds of times keep the log short), back to the default level after.
+class QuietLogs {
+ public:
+  QuietLogs(std::initializer_list<log::Subsys> subsystems) : subsystems_(subsystems) {
+    for (const auto s : subsystems_) log::set_level(s, 0);
+  }
+  ~QuietLogs() {
+    for (const auto s : subsystems_) log::set_level(s, log::kDefaultLevel);
+  }
+  QuietLogs(const QuietLogs&) = delete;
+  QuietLogs& operator=(const QuietLogs&) = delete;
+
+ private:
+  std::vector<log::Subsys> subsystems_;
+};
 
 // Waits for `pred` (checked under `mu`) with a deadline.
 class Waiter {

@@ -16,6 +16,7 @@
 
 #include "msgr/base/crc32c.h"
 #include "msgr_test_util.h"
+#include "ordered_delivery.h"
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/rdma_stack.h"
 
@@ -23,13 +24,6 @@ namespace siphon::test {
 namespace {
 
 constexpr std::uint16_t kType = 0x7200;
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 // Data bytes of message i: 1 B .. 8 MiB, ~160 MiB in all for 200k. Mostly
 // under 256 B; one in 16 up to 16 KiB (several SENDs); one in 256 from 64 to
@@ -78,57 +72,29 @@ std::uint32_t crc_of(const BufferList& bl) {
   return crc;
 }
 
-// Checks every message on the worker (fast dispatch).
-class Verifier : public Dispatcher {
- public:
-  bool ms_can_fast_dispatch(const Message&) const override { return true; }
-  void ms_fast_dispatch(MessageRef m) override {
-    const std::uint64_t i = m->get_tid();
-    std::string err;
-    // The session's own sequence number counts the same way as our index
-    // (one session, no resets), so it is checked too.
-    if (m->get_seq() != i) err = "seq " + std::to_string(m->get_seq()) + " carries tid " + std::to_string(i);
-    BufferList front = m->front();
-    auto fb = front.contiguous();
-    std::uint64_t fi = 0, flen = 0;
-    std::uint32_t fcrc = 0;
-    if (fb.size() != 20) {
-      err = "message " + std::to_string(i) + ": front of " + std::to_string(fb.size()) + " bytes";
-    } else {
-      std::memcpy(&fi, fb.data(), 8);
-      std::memcpy(&flen, fb.data() + 8, 8);
-      std::memcpy(&fcrc, fb.data() + 16, 4);
-      if (fi != i || flen != data_size(i) || m->data().length() != flen || crc_of(m->data()) != fcrc)
-        err = "message " + std::to_string(i) + ": data differs (length " +
-              std::to_string(m->data().length()) + ", expected " + std::to_string(data_size(i)) + ")";
-    }
-    std::lock_guard l(w.mu);
-    if (i != next_) {
-      if (i < next_)
-        ++duplicates;
-      else
-        ++gaps;
-      if (first_error.empty()) first_error = "expected tid " + std::to_string(next_) + ", got " + std::to_string(i);
-    }
-    if (!err.empty()) {
-      ++corrupt;
-      if (first_error.empty()) first_error = err;
-    }
-    next_ = i + 1;
-    ++received;
-    bytes += m->data().length();
-    if (received % 1000 == 0 || received == target) w.notify();
+// What differs in message i: its session sequence number or its data.
+std::string differs(const Message& m) {
+  const std::uint64_t i = m.get_tid();
+  std::string err;
+  // The session's own sequence number counts the same way as our index
+  // (one session, no resets), so it is checked too.
+  if (m.get_seq() != i) err = "seq " + std::to_string(m.get_seq()) + " carries tid " + std::to_string(i);
+  BufferList front = m.front();
+  auto fb = front.contiguous();
+  std::uint64_t fi = 0, flen = 0;
+  std::uint32_t fcrc = 0;
+  if (fb.size() != 20) {
+    err = "message " + std::to_string(i) + ": front of " + std::to_string(fb.size()) + " bytes";
+  } else {
+    std::memcpy(&fi, fb.data(), 8);
+    std::memcpy(&flen, fb.data() + 8, 8);
+    std::memcpy(&fcrc, fb.data() + 16, 4);
+    if (fi != i || flen != data_size(i) || m.data().length() != flen || crc_of(m.data()) != fcrc)
+      err = "message " + std::to_string(i) + ": data differs (length " + std::to_string(m.data().length()) +
+            ", expected " + std::to_string(data_size(i)) + ")";
   }
-  bool ms_dispatch(MessageRef) override { return false; }
-
-  Waiter w;
-  std::uint64_t target = 0;
-  std::uint64_t received = 0, duplicates = 0, gaps = 0, corrupt = 0, bytes = 0;
-  std::string first_error;
-
- private:
-  std::uint64_t next_ = 1;
-};
+  return err;
+}
 
 std::uint64_t scale_divisor() {
   const char* s = std::getenv("SIPHON_LOSSLESS_SCALE");
@@ -167,42 +133,18 @@ TEST(RdmaLossless, Messages200kOf1BTo8MiBUnderInjectedFabricFaults) {
   auto client_provider = rdma::soft::make_provider(plan(11));
   auto server_provider = rdma::soft::make_provider(plan(12));
   MessengerOptions o = test_options(2);
-  log::set_level(log::Subsys::session, 0);  // hundreds of faults: keep the log short
-  log::set_level(log::Subsys::transport, 0);
-  log::set_level(log::Subsys::rdma, 0);
-  Verifier v;  // outlives the messengers
+  // Hundreds of faults: keep the log short.
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
+  OrderVerifier v(differs);  // outlives the messengers
   {
     auto server_stack = make_stack(*server_provider, o);
     auto client_stack = make_stack(*client_provider, o);
-    auto server = Messenger::create(server_stack, {entity_type::osd, 0}, o);
-    auto client = Messenger::create(client_stack, {entity_type::client, 7}, o);
-    server->set_policy(entity_type::client, Policy::stateful_server());
-    client->set_policy(entity_type::osd, Policy::lossless_client());
-    v.target = count;
-    server->add_dispatcher_tail(&v);
-    ASSERT_FALSE(server->bind(loopback_any_port()));
-    server->start();
-    client->start();
-    ConnectionRef con = client->connect_to(entity_type::osd, server->get_myaddrs());
-    // Send in windows so the sender's queue (and memory) stays bounded.
-    const std::uint64_t window = 2000;
-    for (std::uint64_t i = 1; i <= count; ++i) {
-      if (i > window && (i % 500) == 1) {
-        std::unique_lock l(v.w.mu);
-        v.w.cv.wait_for(l, std::chrono::seconds(120), [&] { return v.received + window >= i; });
-      }
-      ASSERT_FALSE(con->send_message(make(i)));
-    }
-    const bool done = v.w.wait_for([&] { return v.received >= count; }, std::chrono::seconds(300));
-    {
-      std::lock_guard l(v.w.mu);
-      EXPECT_TRUE(done) << "received " << v.received << " of " << count;
-      EXPECT_EQ(v.received, count);
-      EXPECT_EQ(v.duplicates, 0u);
-      EXPECT_EQ(v.gaps, 0u);
-      EXPECT_EQ(v.corrupt, 0u);
-      EXPECT_TRUE(v.first_error.empty()) << v.first_error;
-    }
+    MessengerPair m;
+    ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, o, Policy::stateful_server(),
+                                         Policy::lossless_client(), v, count, make, std::chrono::seconds(120),
+                                         std::chrono::seconds(300)));
+    auto& client = m.client;
+    auto& server = m.server;
     const auto cs = client->stats();
     const auto ss = server->stats();
     const auto cf = *rdma::soft::counters(*client_provider);
@@ -232,14 +174,8 @@ TEST(RdmaLossless, Messages200kOf1BTo8MiBUnderInjectedFabricFaults) {
     EXPECT_GT(cc.at("zero_copy_transfers") + sc.at("zero_copy_transfers"), 0u);
     // Credits: no RNR even while connections die and come back.
     EXPECT_EQ(cf.rnr_naks_sent + sf.rnr_naks_sent, 0u);
-    client->shutdown();
-    server->shutdown();
-    client->wait();
-    server->wait();
+    m.stop();
   }
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
-  log::set_level(log::Subsys::rdma, log::kDefaultLevel);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "msgr/transport/tcp_stack.h"
 #include "msgr_test_util.h"
+#include "ordered_delivery.h"
 
 namespace siphon::test {
 namespace {
@@ -33,13 +34,6 @@ constexpr bool kUnderTsan = false;
 constexpr std::uint64_t volume(std::uint64_t n) { return kUnderTsan ? n / 4 : n; }
 // Faults come four times as often then, so a run still survives as many.
 constexpr std::uint32_t fault_every(std::uint32_t n) { return kUnderTsan ? n / 4 : n; }
-
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 struct Shape {
   std::size_t front, middle, data;
@@ -76,84 +70,27 @@ MessageRef make(std::uint64_t i) {
   return m;
 }
 
-// Checks every message on the worker (fast dispatch): order, fields, bytes.
-class Verifier : public Dispatcher {
- public:
-  explicit Verifier(bool check_bytes) : check_bytes_(check_bytes) {}
-  bool ms_can_fast_dispatch(const Message&) const override { return true; }
-  void ms_fast_dispatch(MessageRef m) override {
-    const std::uint64_t i = m->get_tid();
-    std::lock_guard l(w.mu);
-    if (i != next_) {
-      if (i < next_)
-        ++duplicates;
-      else
-        ++gaps;
-      if (first_error.empty())
-        first_error = "expected tid " + std::to_string(next_) + ", got " + std::to_string(i);
-    }
-    next_ = i + 1;
-    ++received;
-    if (check_bytes_) {
-      const Shape s = shape_of(i);
-      const bool ok = m->get_type() == kType && m->get_version() == 1 + i % 7 &&
-                      m->get_compat_version() == 1 && m->get_priority() == 64 + i % 100 &&
-                      check(m->front(), s.front, i) && check(m->middle(), s.middle, i + 1) &&
-                      check(m->data(), s.data, i + 2);
-      if (!ok) {
-        ++corrupt;
-        if (first_error.empty()) first_error = "message " + std::to_string(i) + " differs";
-      }
-    }
-    if (received % 1000 == 0 || received == target) w.notify();
-  }
-  bool ms_dispatch(MessageRef) override { return false; }
-
-  Waiter w;
-  std::uint64_t target = 0;
-  std::uint64_t received = 0, duplicates = 0, gaps = 0, corrupt = 0;
-  std::string first_error;
-
- private:
-  bool check_bytes_;
-  std::uint64_t next_ = 1;
-};
+// What differs in message i from what make(i) built: header fields, bytes.
+std::string differs(const Message& m) {
+  const std::uint64_t i = m.get_tid();
+  const Shape s = shape_of(i);
+  const bool ok = m.get_type() == kType && m.get_version() == 1 + i % 7 && m.get_compat_version() == 1 &&
+                  m.get_priority() == 64 + i % 100 && check(m.front(), s.front, i) &&
+                  check(m.middle(), s.middle, i + 1) && check(m.data(), s.data, i + 2);
+  return ok ? std::string() : "message " + std::to_string(i) + " differs";
+}
 
 void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, const Policy& sp,
          const Policy& cp, bool report_faults, std::uint64_t* migrations = nullptr) {
-  Verifier v(check_bytes);  // outlives the messengers
+  OrderVerifier v(check_bytes ? differs : OrderVerifier::Check());  // outlives the messengers
   auto server_stack = make_tcp_stack(opts);
   auto client_stack = make_tcp_stack(opts);
-  auto server = Messenger::create(server_stack, {entity_type::osd, 0}, opts);
-  auto client = Messenger::create(client_stack, {entity_type::client, 7}, opts);
-  server->set_policy(entity_type::client, sp);
-  client->set_policy(entity_type::osd, cp);
-  v.target = count;
-  server->add_dispatcher_tail(&v);
-  ASSERT_FALSE(server->bind(loopback_any_port()));
-  server->start();
-  client->start();
-  ConnectionRef con = client->connect_to(entity_type::osd, server->get_myaddrs());
-  // Send in windows so the sender's queue (and memory) stays bounded.
-  const std::uint64_t window = 2000;
-  for (std::uint64_t i = 1; i <= count; ++i) {
-    if (i > window && (i % 500) == 1) {
-      std::unique_lock l(v.w.mu);
-      v.w.cv.wait_for(l, std::chrono::seconds(60), [&] { return v.received + window >= i; });
-    }
-    ASSERT_FALSE(con->send_message(make(i)));
-  }
-  const bool done = v.w.wait_for([&] { return v.received >= count; }, std::chrono::seconds(150));
-  std::lock_guard l(v.w.mu);
-  EXPECT_TRUE(done) << "received " << v.received << " of " << count;
-  EXPECT_EQ(v.received, count);
-  EXPECT_EQ(v.duplicates, 0u);
-  EXPECT_EQ(v.gaps, 0u);
-  EXPECT_EQ(v.corrupt, 0u);
-  EXPECT_TRUE(v.first_error.empty()) << v.first_error;
+  MessengerPair m;
+  ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, opts, sp, cp, v, count, make,
+                                       std::chrono::seconds(60), std::chrono::seconds(150)));
   if (report_faults) {
-    const auto cs = client->stats();
-    const auto ss = server->stats();
+    const auto cs = m.client->stats();
+    const auto ss = m.server->stats();
     auto* ct = dynamic_cast<transport::TcpStack*>(client_stack.get());
     auto* st = dynamic_cast<transport::TcpStack*>(server_stack.get());
     const std::uint64_t injected = ct->injection_counters().socket_failures.load() +
@@ -166,10 +103,7 @@ void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, co
     EXPECT_GT(cs.faults + ss.faults, 10u) << "injection did not fault the session";
     if (migrations) *migrations = ss.session_migrations;
   }
-  client->shutdown();
-  server->shutdown();
-  client->wait();
-  server->wait();
+  m.stop();
 }
 
 TEST(Stress, MixedSizes100kArriveIntactAndInOrder) {
@@ -181,11 +115,8 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
   MessengerOptions o = test_options(1);
   o.transport.common.inject.socket_failures = fault_every(300);
   o.transport.common.inject.seed = 42;
-  log::set_level(log::Subsys::session, 0);  // hundreds of faults: keep the log short
-  log::set_level(log::Subsys::transport, 0);
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   run(volume(200000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true);
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
 // Three workers per stack: a reconnecting peer's socket is usually accepted
@@ -195,15 +126,12 @@ TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
   MessengerOptions o = test_options(3);
   o.transport.common.inject.socket_failures = fault_every(100);
   o.transport.common.inject.seed = 99;
-  log::set_level(log::Subsys::session, 0);
-  log::set_level(log::Subsys::transport, 0);
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   std::uint64_t migrations = 0;
   run(volume(50000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true,
       &migrations);
   std::printf("[ lossless ] the server's session moved between workers %" PRIu64 " times\n", migrations);
   EXPECT_GT(migrations, 0u);
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
 // Both sides bound, both sending, lossless_peer on both ends, faults
@@ -214,9 +142,8 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   MessengerOptions o = test_options(1);
   o.transport.common.inject.socket_failures = fault_every(50);
   o.transport.common.inject.seed = 7;
-  log::set_level(log::Subsys::session, 0);
-  log::set_level(log::Subsys::transport, 0);
-  Verifier va(false), vb(false);  // outlive the messengers
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
+  OrderVerifier va, vb;  // outlive the messengers
   auto a = make_messenger({entity_type::osd, 1}, o);
   auto b = make_messenger({entity_type::osd, 2}, o);
   constexpr std::uint64_t kCount = volume(50000);
@@ -232,10 +159,7 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   ConnectionRef ab = a->connect_to(entity_type::osd, b->get_myaddrs());
   ConnectionRef ba = b->connect_to(entity_type::osd, a->get_myaddrs());
   for (std::uint64_t i = 1; i <= kCount; ++i) {
-    if (i > 2000 && (i % 500) == 1) {
-      std::unique_lock l(vb.w.mu);
-      vb.w.cv.wait_for(l, std::chrono::seconds(60), [&] { return vb.received + 2000 >= i; });
-    }
+    vb.pace(i, std::chrono::seconds(60));
     MessageRef m1 = make_message<Message>(kType);
     m1->set_tid(i);
     ASSERT_FALSE(ab->send_message(m1));
@@ -243,15 +167,10 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
     m2->set_tid(i);
     ASSERT_FALSE(ba->send_message(m2));
   }
-  EXPECT_TRUE(vb.w.wait_for([&] { return vb.received >= kCount; }, std::chrono::seconds(120)));
-  EXPECT_TRUE(va.w.wait_for([&] { return va.received >= kCount; }, std::chrono::seconds(120)));
-  for (Verifier* v : {&va, &vb}) {
-    std::lock_guard l(v->w.mu);
-    EXPECT_EQ(v->received, kCount);
-    EXPECT_EQ(v->duplicates, 0u);
-    EXPECT_EQ(v->gaps, 0u);
-    EXPECT_TRUE(v->first_error.empty()) << v->first_error;
-  }
+  const bool b_done = vb.wait_all(kCount, std::chrono::seconds(120));
+  const bool a_done = va.wait_all(kCount, std::chrono::seconds(120));
+  va.expect_all(kCount, a_done);
+  vb.expect_all(kCount, b_done);
   const auto sa = a->stats();
   const auto sb = b->stats();
   std::printf("[ peers ] 2 x %" PRIu64 " messages, %" PRIu64 " connection faults survived, %" PRIu64
@@ -264,8 +183,6 @@ TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
   b->shutdown();
   a->wait();
   b->wait();
-  log::set_level(log::Subsys::session, log::kDefaultLevel);
-  log::set_level(log::Subsys::transport, log::kDefaultLevel);
 }
 
 }  // namespace

@@ -7,21 +7,15 @@
 #include <string>
 
 #include "compat/factory.h"
+#include "messenger_conf_util.h"
 #include "msgr/base/error.h"
 #include "rdma/transport/rdma_stack.h"
 
 namespace siphon::compat {
 namespace {
 
-Config load(std::string_view text, std::string name = "osd.3") {
-  Diagnostics diags;
-  ConfigRequest req;
-  std::string err;
-  req.name = *EntityName::parse(name, err);
-  Config c = Config::load_text(text, "test.conf", req, diags);
-  EXPECT_FALSE(diags.has_errors()) << diags.to_string();
-  return c;
-}
+using test::ConfPair;
+using test::load;
 
 TEST(Factory, TypedOptionsFollowTheConfig) {
   const Config c = load(
@@ -193,14 +187,6 @@ TEST(Factory, AnUnknownStackListsTheAvailableOnes) {
   }
 }
 
-struct Echo : Dispatcher {
-  bool ms_dispatch(MessageRef m) override {
-    MessageRef r = make_message<Message>(m->get_type() + 1);
-    r->front().append(m->front());
-    m->get_connection()->send_message(r);
-    return true;
-  }
-};
 struct Catch : Dispatcher {
   std::promise<std::string> got;
   bool ms_dispatch(MessageRef m) override {
@@ -211,31 +197,16 @@ struct Catch : Dispatcher {
 
 // Two messengers built only from a ceph.conf exchange a message.
 void ping_over(const std::string& conf) {
-  const Config server_cfg = load(conf, "osd.0");
-  const Config client_cfg = load(conf, "client.admin");
-  auto server = create_messenger(server_cfg, Purpose::public_network);
-  auto client = create_messenger(client_cfg, Purpose::client);
-  Echo echo;
-  Catch catcher;
-  server->set_policy(entity_type::client, Policy::stateless_server());
-  server->add_dispatcher_tail(&echo);
-  ASSERT_FALSE(server->bind(
-      proto::EntityAddrVec(proto::EntityAddr(proto::AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")))));
-  server->start();
-  client->set_policy(entity_type::osd, Policy::lossy_client());
-  client->add_dispatcher_tail(&catcher);
-  client->start();
-  auto con = client->connect_to(entity_type::osd, server->get_myaddrs());
+  Catch catcher;  // outlives the messengers
+  ConfPair p;
+  ASSERT_NO_FATAL_FAILURE(test::start_conf_pair(p, conf, conf, catcher));
   MessageRef m = make_message<Message>(0x7000);
   m->front().append("through " + conf);
-  con->send_message(m);
+  p.con->send_message(m);
   auto f = catcher.got.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(30)), std::future_status::ready);
   EXPECT_EQ(f.get(), "through " + conf);
-  client->shutdown();
-  server->shutdown();
-  client->wait();
-  server->wait();
+  p.stop();
 }
 
 TEST(Factory, MessengersFromAConfigTalkOverTcp) { ping_over("[global]\nms type = async+posix\n"); }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "compat/factory.h"
+#include "messenger_conf_util.h"
 #include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
 #include "msgr/transport/transport.h"
@@ -30,15 +31,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Config load(const std::string& text, std::string name = "osd.3") {
-  Diagnostics diags;
-  ConfigRequest req;
-  std::string err;
-  req.name = *EntityName::parse(name, err);
-  Config c = Config::load_text(text, "test.conf", req, diags);
-  EXPECT_FALSE(diags.has_errors()) << diags.to_string();
-  return c;
-}
+using test::ConfPair;
+using test::load;
 
 std::string conf(const std::string& type, const std::string& dir = SIPHON_TEST_PLUGIN_DIR) {
   return "[global]\nms type = " + type + "\nms stack plugin dir = " + dir + "\nms async op threads = 2\n";
@@ -84,15 +78,6 @@ TEST(StackPlugin, ErrorCodesCompareEqualAcrossTheBoundary) {
   s->stop();
 }
 
-struct Echo : Dispatcher {
-  bool ms_dispatch(MessageRef m) override {
-    MessageRef r = make_message<Message>(m->get_type() + 1);
-    r->front().append(m->front());
-    r->set_data(m->data());
-    m->get_connection()->send_message(r);
-    return true;
-  }
-};
 struct Collect : Dispatcher {
   std::mutex mu;
   std::vector<std::string> got;
@@ -109,27 +94,15 @@ struct Collect : Dispatcher {
 // A server on `server_type` and a client on `client_type`, both built from a
 // ceph.conf only, exchange `n` messages with data segments.
 void exchange(const std::string& server_type, const std::string& client_type, int n) {
-  const Config server_cfg = load(conf(server_type), "osd.0");
-  const Config client_cfg = load(conf(client_type), "client.admin");
-  auto server = create_messenger(server_cfg, Purpose::public_network);
-  auto client = create_messenger(client_cfg, Purpose::client);
-  Echo echo;
-  Collect collect;
+  Collect collect;  // outlives the messengers
   collect.want = static_cast<std::size_t>(n);
-  server->set_policy(entity_type::client, Policy::stateless_server());
-  server->add_dispatcher_tail(&echo);
-  ASSERT_FALSE(server->bind(
-      proto::EntityAddrVec(proto::EntityAddr(proto::AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")))));
-  server->start();
-  client->set_policy(entity_type::osd, Policy::lossy_client());
-  client->add_dispatcher_tail(&collect);
-  client->start();
-  auto con = client->connect_to(entity_type::osd, server->get_myaddrs());
+  ConfPair p;
+  ASSERT_NO_FATAL_FAILURE(test::start_conf_pair(p, conf(server_type), conf(client_type), collect));
   for (int i = 0; i < n; ++i) {
     MessageRef m = make_message<Message>(0x7000);
     m->front().append("msg " + std::to_string(i));
     m->data().append(std::string(static_cast<std::size_t>(1000 + i), static_cast<char>('a' + i % 26)));
-    con->send_message(m);
+    p.con->send_message(m);
   }
   auto f = collect.done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::seconds(60)), std::future_status::ready);
@@ -141,10 +114,7 @@ void exchange(const std::string& server_type, const std::string& client_type, in
                 "msg " + std::to_string(i) + "|" +
                     std::string(static_cast<std::size_t>(1000 + i), static_cast<char>('a' + i % 26)));
   }
-  client->shutdown();
-  server->shutdown();
-  client->wait();
-  server->wait();
+  p.stop();
 }
 
 TEST(StackPlugin, MessengersTalkOverThePluginStack) { exchange("async+tcpplugin", "async+tcpplugin", 200); }

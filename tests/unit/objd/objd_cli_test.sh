@@ -30,21 +30,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-fail() {
-  echo "FAIL ($case_name): $*" >&2
-  for f in "$tmp"/*.out "$tmp"/*.err; do
-    [ -f "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }
-  done
-  exit 1
-}
-expect_in() {  # FILE REGEX
-  grep -Eq -- "$2" "$1" || fail "'$2' not found in $(basename "$1")"
-}
-expect_json() {  # FILE EXPR (python, d = the document; must be true)
-  local v
-  v=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1") || fail "cannot read $1"
-  [ "$v" = "True" ] || fail "JSON check '$2' is $v"
-}
+# fail, skip, expect_in, expect_not_in, json, expect_json
+. "$(dirname "${BASH_SOURCE[0]}")/../../support/cli_test_lib.sh"
 
 # start_objd NAME ARGS...: starts siphon-objd, waits for its address file.
 start_objd() {

@@ -9,16 +9,11 @@
 namespace siphon::proto {
 namespace {
 
-using test::from_hex;
-using test::norm_hex;
-using test::to_hex;
+using namespace test;  // proto_test_util.h
 
 // Payloads copied from msgr2-wire.md §4.6 / §10. Each dump's trailing frame
 // CRC (crc32c seed -1 over the payload) is checked too, which proves the
 // bytes below were transcribed correctly.
-constexpr const char* kMonAddrHex =
-    "01 01 01 1c 00 00 00 02 00 00 00 00 00 00 00 10 00 00 00 02 00 0c e4 7f 00 00 01"
-    " 00 00 00 00 00 00 00 00";
 const std::string kClientHello = std::string("08 ") + kMonAddrHex;
 constexpr const char* kMonHello =
     "01 01 01 01 1c 00 00 00 02 00 00 00 00 00 00 00 10 00 00 00 02 00 d7 dc 7f 00 00 01"

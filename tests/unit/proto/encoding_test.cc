@@ -14,9 +14,7 @@
 namespace siphon::proto {
 namespace {
 
-using test::from_hex;
-using test::norm_hex;
-using test::to_hex;
+using namespace test;  // proto_test_util.h
 
 TEST(Encoder, IntegersAreLittleEndian) {
   Encoder e;

@@ -8,9 +8,7 @@
 namespace siphon::proto {
 namespace {
 
-using test::from_hex;
-using test::norm_hex;
-using test::to_hex;
+using namespace test;  // proto_test_util.h
 
 // §10.7: MMonGetVersion from the client (seq 1, tid 0, type 19, prio 127,
 // v1/compat 1, flags 3), followed on the wire by crc32c(-1) = 0x4ccbd67b.

@@ -14,6 +14,12 @@
 
 namespace siphon::proto::test {
 
+// msgr2-wire.md §4.6: the entity_addr_t of v2:127.0.0.1:3300/0 (the mon's
+// address in the captured handshakes), 35 bytes.
+inline constexpr const char* kMonAddrHex =
+    "01 01 01 1c 00 00 00 02 00 00 00 00 00 00 00 10 00 00 00 02 00 0c e4 7f 00 00 01"
+    " 00 00 00 00 00 00 00 00";
+
 // "01 02 ff" (whitespace ignored) -> bytes.
 inline std::vector<std::uint8_t> bytes_from_hex(std::string_view hex) {
   std::vector<std::uint8_t> out;

@@ -9,14 +9,8 @@
 namespace siphon::proto {
 namespace {
 
-using test::from_hex;
-using test::norm_hex;
-using test::to_hex;
+using namespace test;  // proto_test_util.h
 
-// msgr2-wire.md §4.6: v2:127.0.0.1:3300/0, 35 bytes.
-constexpr const char* kMonAddrHex =
-    "01 01 01 1c 00 00 00 02 00 00 00 00 00 00 00 10 00 00 00 02 00 0c e4 7f 00 00 01"
-    " 00 00 00 00 00 00 00 00";
 // §6.1: any:127.0.0.1:0 with nonce 0x12345678.
 constexpr const char* kClientAddrHex =
     "01 01 01 1c 00 00 00 03 00 00 00 78 56 34 12 10 00 00 00 02 00 00 00 7f 00 00 01"

@@ -268,12 +268,10 @@ struct Checker {
 };
 
 TEST_F(TcpTest, TenThousandMixedFramesInOrderAndIntact) {
-  const auto addr = listen();
-  ASSERT_TRUE(addr);
   const FrameSource src;
   constexpr std::uint64_t kForward = 10000, kBackward = 1000;
-  Pair p = connect_unstarted(*addr);
-  ASSERT_TRUE(p.client.conn && p.server.conn);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(open_unstarted(p));
   const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
   Recorder& crec = *p.client.rec;
   Recorder& srec = *p.server.rec;
@@ -331,10 +329,8 @@ TEST_F(TcpTest, BackpressureAndOnWritable) {
   client_->stop();
   server_->stop();
   make_stacks(sopts, copts);
-  const auto addr = listen();
-  ASSERT_TRUE(addr);
-  Pair p = connect_unstarted(*addr);
-  ASSERT_TRUE(p.client.conn && p.server.conn);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(open_unstarted(p));
   const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
   Recorder& crec = *p.client.rec;
   Recorder& srec = *p.server.rec;
@@ -375,10 +371,8 @@ TEST_F(TcpTest, BackpressureAndOnWritable) {
 }
 
 TEST_F(TcpTest, PauseStopsReadingAndResumeDeliversTheRest) {
-  const auto addr = listen();
-  ASSERT_TRUE(addr);
-  Pair p = connect_unstarted(*addr);
-  ASSERT_TRUE(p.client.conn && p.server.conn);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(open_unstarted(p));
   const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
   Recorder& srec = *p.server.rec;
   // The handler pauses from inside on_frame, after the 5th frame.
@@ -431,10 +425,8 @@ TEST_F(TcpTest, PeerCloseFaultsTheOtherSideOnly) {
 }
 
 TEST_F(TcpTest, CloseInsideOnFrameStopsDelivery) {
-  const auto addr = listen();
-  ASSERT_TRUE(addr);
-  Pair p = connect_unstarted(*addr);
-  ASSERT_TRUE(p.client.conn && p.server.conn);
+  Pair p;
+  ASSERT_NO_FATAL_FAILURE(open_unstarted(p));
   const ConnectionRef cconn = p.client.conn, sconn = p.server.conn;
   Recorder& crec = *p.client.rec;
   Recorder& srec = *p.server.rec;

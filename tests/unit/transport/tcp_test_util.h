@@ -220,6 +220,13 @@ class TcpFixture : public ::testing::Test {
     EXPECT_TRUE(p.server.conn);
     return p;
   }
+  // A listener and one connection to it, neither end started.
+  void open_unstarted(Pair& p) {
+    const auto addr = listen();
+    ASSERT_TRUE(addr);
+    p = connect_unstarted(*addr);
+    ASSERT_TRUE(p.client.conn && p.server.conn);
+  }
   static void start(const Side& side, proto::Banner banner = {}) {
     run_on(side.conn->worker(), [&] { side.conn->start(*side.rec, banner); });
   }

@@ -9,6 +9,8 @@
 // few dozen work requests into the traffic, not during the banner exchange.
 #include <gtest/gtest.h>
 
+#include <string_view>
+
 #include "stack_test_util.h"
 
 namespace siphon::rdma {
@@ -65,6 +67,18 @@ void check_isolated_and_clean(Pair& p, RdmaStack& clean, Duplex& good) {
     EXPECT_EQ(s->counters().snapshot().at("qps_active"), 0u);
 }
 
+// `h`'s end faulted with `code`, for a reason that contains `reason`.
+::testing::AssertionResult faulted_with(Collector& h, errc code, std::string_view reason) {
+  const auto f = h.get_fault();
+  if (!f) return ::testing::AssertionFailure() << "no fault";
+  if (f->code != make_error_code(code))
+    return ::testing::AssertionFailure() << "faulted with " << f->code.message() << " (" << f->reason
+                                         << "), expected " << make_error_code(code).message();
+  if (f->reason.find(reason) == std::string::npos)
+    return ::testing::AssertionFailure() << "the reason \"" << f->reason << "\" does not say \"" << reason << "\"";
+  return ::testing::AssertionSuccess();
+}
+
 struct Scenario {
   std::unique_ptr<Pair> p;
   std::unique_ptr<RdmaStack> clean;  // a healthy client on the server's provider
@@ -80,6 +94,13 @@ struct Scenario {
     clean.reset();
     p.reset();
   }
+  // Opens the healthy connection, then the pair's (faulty) one, and blasts
+  // frames over the faulty one.
+  void open_and_blast() {
+    ASSERT_TRUE(open_duplex(*clean, p->bound, p->accepted, *good));
+    ASSERT_NO_FATAL_FAILURE(p->connect());
+    blast(p->cconn, p->chandler, p->shandler);
+  }
 };
 
 TEST(RdmaStackFaults, AnErrorCompletionFaultsOnlyThatConnection) {
@@ -89,13 +110,9 @@ TEST(RdmaStackFaults, AnErrorCompletionFaultsOnlyThatConnection) {
   f.completion_error = WcStatus::remote_operation_error;
   Scenario sc(f);
   Pair& p = *sc.p;
-  ASSERT_TRUE(open_duplex(*sc.clean, p.bound, p.accepted, *sc.good));
-  ASSERT_NO_FATAL_FAILURE(p.connect());
-  blast(p.cconn, p.chandler, p.shandler);
-  const auto fault = p.chandler.get_fault();
-  ASSERT_TRUE(fault) << "the client's QP failed a SEND";
-  EXPECT_EQ(fault->code, make_error_code(errc::remote_operation_error));
-  EXPECT_NE(fault->reason.find("SEND completed with remote operation error"), std::string::npos) << fault->reason;
+  ASSERT_NO_FATAL_FAILURE(sc.open_and_blast());
+  ASSERT_TRUE(faulted_with(p.chandler, errc::remote_operation_error, "SEND completed with remote operation error"))
+      << "the client's QP failed a SEND";
   EXPECT_LT(p.shandler.frame_count(), kFrames);
   EXPECT_EQ(soft::counters(*p.client_provider)->error_completions, 1u);
   EXPECT_EQ(p.client->counters().snapshot().at("wc_other_errors"), 1u);
@@ -109,13 +126,9 @@ TEST(RdmaStackFaults, AQpThatGoesToErrFaultsWithAClearReason) {
   f.qp_to_err.one_in = 50;  // at the 69th WR
   Scenario sc(f);
   Pair& p = *sc.p;
-  ASSERT_TRUE(open_duplex(*sc.clean, p.bound, p.accepted, *sc.good));
-  ASSERT_NO_FATAL_FAILURE(p.connect());
-  blast(p.cconn, p.chandler, p.shandler);
-  const auto fault = p.chandler.get_fault();
-  ASSERT_TRUE(fault) << "a QP in ERR must not leave the connection silently dead";
-  EXPECT_EQ(fault->code, make_error_code(errc::work_request_flushed));
-  EXPECT_NE(fault->reason.find("error state"), std::string::npos) << fault->reason;
+  ASSERT_NO_FATAL_FAILURE(sc.open_and_blast());
+  ASSERT_TRUE(faulted_with(p.chandler, errc::work_request_flushed, "error state"))
+      << "a QP in ERR must not leave the connection silently dead";
   EXPECT_EQ(soft::counters(*p.client_provider)->qp_errors_injected, 1u);
   check_isolated_and_clean(p, *sc.clean, *sc.good);
 }

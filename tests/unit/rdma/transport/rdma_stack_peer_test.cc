@@ -7,6 +7,7 @@
 #include <cstring>
 #include <functional>
 
+#include "raw_rc_peer.h"
 #include "rdma/transport/credits.h"
 #include "rdma/transport/wire.h"
 #include "stack_test_util.h"
@@ -15,78 +16,29 @@ namespace siphon::rdma {
 namespace {
 
 using namespace test;
+using siphon::test::RawRcPeer;
 
-// A client built directly on the provider seam.
-class RawPeer {
+// A client built directly on the provider seam: page 0 of its memory is what
+// the lies advertise, page 1 the send buffer, then the receive buffers.
+class RawPeer : public RawRcPeer {
  public:
   static constexpr std::uint32_t kRecvSize = 4096;
   static constexpr std::uint32_t kCredits = 8;
 
-  explicit RawPeer(Provider& prov) : prov_(prov) {}
-  ~RawPeer() {
-    if (id_) (void)id_->disconnect();
-    qp_.reset();
-    id_.reset();
-  }
-
-  ::testing::AssertionResult connect(const NetAddress& to) {
-    std::error_code ec;
-    ch_ = prov_.create_event_channel(ec);
-    if (!ch_) return fail("event channel", ec);
-    id_ = ch_->create_id(ec);
-    if (!id_) return fail("create_id", ec);
-    if ((ec = id_->resolve_addr(nullptr, to, 2000))) return fail("resolve_addr", ec);
-    if (!wait(CmEventType::addr_resolved)) return ::testing::AssertionFailure() << "no ADDR_RESOLVED";
-    if ((ec = id_->resolve_route(2000))) return fail("resolve_route", ec);
-    if (!wait(CmEventType::route_resolved)) return ::testing::AssertionFailure() << "no ROUTE_RESOLVED";
-    Device* dev = id_->device();
-    pd_ = dev->alloc_pd(ec);
-    cq_ = dev->create_cq(1024, ec);
-    if (!pd_ || !cq_) return fail("pd/cq", ec);
-    mr_ = pd_->reg_mr(mem_.data(), mem_.size(), kLocalWrite | kRemoteRead, ec);
-    if (!mr_) return fail("reg_mr", ec);
-    QpInit init;
-    init.send_cq = init.recv_cq = cq_.get();
-    init.caps.max_send_wr = 16;
-    init.caps.max_recv_wr = kCredits + kUpdateSlots;
-    qp_ = id_->create_qp(*pd_, init, ec);
-    if (!qp_) return fail("create_qp", ec);
-    // Page 0 is what the lies advertise, page 1 the send buffer, then receives.
-    for (std::uint32_t i = 0; i < kCredits + kUpdateSlots; ++i) {
-      const Sge sg{addr(kRecvSize * (2 + i)), kRecvSize, mr_->lkey()};
-      const RecvWr wr{i, &sg, 1};
-      if ((ec = qp_->post_recv({&wr, 1}, nullptr))) return fail("post_recv", ec);
-    }
-    ConnectInfo mine;
-    mine.update_slots = kUpdateSlots;
-    mine.credits = kCredits;
-    mine.recv_buffer_size = kRecvSize;
-    ConnParam param;
-    const auto b = mine.encode();
-    param.private_data.assign(b.begin(), b.end());
-    if ((ec = id_->connect(param))) return fail("connect", ec);
-    CmEvent ev;
-    if (!wait(CmEventType::established, &ev)) return ::testing::AssertionFailure() << "not established";
-    if ((ec = ConnectInfo::decode(ev.private_data, server_))) return fail("server's ConnectInfo", ec);
-    return ::testing::AssertionSuccess();
-  }
+  explicit RawPeer(Provider& prov)
+      : RawRcPeer(prov, {kRecvSize * (2 + kCredits + kUpdateSlots), 2 * kRecvSize, kRecvSize, kCredits}) {}
 
   // Sends one SEND: `h` then `payload`, from page 1 of the memory.
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
-    std::uint8_t* p = mem_.data() + kRecvSize;
+    std::uint8_t* p = at(kRecvSize);
     h.encode(p);
     if (!payload.empty()) std::memcpy(p + SendHeader::kSize, payload.data(), payload.size());
-    const Sge sg{addr(kRecvSize), static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), mr_->lkey()};
-    SendWr wr;
-    wr.wr_id = 1000;
-    wr.flags = kSignaled;
-    wr.sg_list = &sg;
-    wr.num_sge = 1;
-    if (const auto ec = qp_->post_send({&wr, 1}, nullptr)) return fail("post_send", ec);
+    if (const auto ec = post_send(kRecvSize, static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), 1000))
+      return ::testing::AssertionFailure() << "post_send: " << ec.message();
     const auto end = std::chrono::steady_clock::now() + 10s;
     Wc wc[16];
     while (std::chrono::steady_clock::now() < end) {
-      const std::size_t n = cq_->poll(wc);
+      const std::size_t n = cq().poll(wc);
       for (std::size_t i = 0; i < n; ++i)
         // Flushed counts as told: a lie like a bogus rkey makes the server
         // READ from us, our responder rejects it and our QP goes to ERR, which
@@ -100,39 +52,6 @@ class RawPeer {
     }
     return ::testing::AssertionFailure() << "no send completion";
   }
-
-  std::uint64_t addr(std::size_t off) const { return reinterpret_cast<std::uint64_t>(mem_.data() + off); }
-  std::uint32_t rkey() const { return mr_->rkey(); }
-  std::uint64_t region_bytes() const { return mem_.size(); }
-  const ConnectInfo& server_info() const { return server_; }
-
- private:
-  static ::testing::AssertionResult fail(const char* what, std::error_code ec) {
-    return ::testing::AssertionFailure() << what << ": " << ec.message();
-  }
-  bool wait(CmEventType type, CmEvent* out = nullptr) {
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < end) {
-      CmEvent ev;
-      if (ch_->get_event(ev)) {
-        if (ev.type != type) return false;
-        if (out != nullptr) *out = std::move(ev);
-        return true;
-      }
-      std::this_thread::sleep_for(1ms);
-    }
-    return false;
-  }
-
-  Provider& prov_;
-  std::unique_ptr<EventChannel> ch_;
-  std::unique_ptr<CmId> id_;
-  std::unique_ptr<ProtectionDomain> pd_;
-  std::unique_ptr<CompletionQueue> cq_;
-  std::unique_ptr<QueuePair> qp_;
-  std::vector<std::uint8_t> mem_ = std::vector<std::uint8_t>(RawPeer::kRecvSize * (2 + kCredits + kUpdateSlots));
-  std::unique_ptr<MemoryRegion> mr_;
-  ConnectInfo server_;
 };
 
 std::vector<std::uint8_t> descriptors(std::initializer_list<ReadDescriptor> ds) {

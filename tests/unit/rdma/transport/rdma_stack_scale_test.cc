@@ -12,28 +12,6 @@ namespace {
 
 using namespace test;
 
-// Each end sends `n` frames to the other; returns once both have them all.
-::testing::AssertionResult exchange(Duplex& d, std::uint32_t n, std::uint32_t seed) {
-  on_worker(*d.c, [&] {
-    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.c->send(message(seed + i, 1500, 0)));
-    return 0;
-  });
-  on_worker(*d.s, [&] {
-    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.s->send(message(seed + i, 700, 0)));
-    return 0;
-  });
-  if (!d.sh.wait([&] { return d.sh.frames.size() >= n || d.sh.fault; }) ||
-      !d.ch.wait([&] { return d.ch.frames.size() >= n || d.ch.fault; }))
-    return ::testing::AssertionFailure() << "frames missing";
-  if (d.sh.get_fault()) return ::testing::AssertionFailure() << "server end: " << d.sh.get_fault()->reason;
-  if (d.ch.get_fault()) return ::testing::AssertionFailure() << "client end: " << d.ch.get_fault()->reason;
-  std::scoped_lock lk(d.sh.mu, d.ch.mu);
-  for (std::uint32_t i = 0; i < n; ++i)
-    if (!is_message(d.sh.frames[i], seed + i, 1500, 0) || !is_message(d.ch.frames[i], seed + i, 700, 0))
-      return ::testing::AssertionFailure() << "frame " << i << " damaged";
-  return ::testing::AssertionSuccess();
-}
-
 RdmaOptions many_options() {
   RdmaOptions o = small_options();
   // Default queue depths (send queue 256): each worker's CQ is sized for its

@@ -25,31 +25,9 @@ RdmaOptions srq_options(std::size_t workers, std::size_t depth) {
 
 std::size_t per_conn(const RdmaOptions& o) { return o.credits + kUpdateSlots; }
 
-// Each end sends `n` frames (small ones, and every 7th with a data segment
-// big enough to go by RDMA READ); returns once both have them all, intact.
-::testing::AssertionResult exchange(Duplex& d, std::uint32_t n, std::uint32_t seed) {
-  auto data = [](std::uint32_t i) -> std::size_t { return i % 7 == 6 ? 100 * 1024 : i % 3 * 5000; };
-  on_worker(*d.c, [&] {
-    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.c->send(message(seed + i, 1500, data(i))));
-    return 0;
-  });
-  on_worker(*d.s, [&] {
-    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.s->send(message(seed + i, 700, data(i))));
-    return 0;
-  });
-  if (!d.sh.wait([&] { return d.sh.frames.size() >= n || d.sh.fault; }) ||
-      !d.ch.wait([&] { return d.ch.frames.size() >= n || d.ch.fault; }))
-    return ::testing::AssertionFailure() << "frames missing";
-  if (d.sh.get_fault()) return ::testing::AssertionFailure() << "server end: " << d.sh.get_fault()->reason;
-  if (d.ch.get_fault()) return ::testing::AssertionFailure() << "client end: " << d.ch.get_fault()->reason;
-  std::scoped_lock lk(d.sh.mu, d.ch.mu);
-  for (std::uint32_t i = 0; i < n; ++i)
-    if (!is_message(d.sh.frames[i], seed + i, 1500, data(i)) || !is_message(d.ch.frames[i], seed + i, 700, data(i)))
-      return ::testing::AssertionFailure() << "frame " << i << " damaged";
-  d.sh.frames.clear();  // zero-copy data holds receive-pool buffers
-  d.ch.frames.clear();
-  return ::testing::AssertionSuccess();
-}
+// Data sizes for exchange(): every 7th frame with a data segment big enough
+// to go by RDMA READ, a few KiB on some others.
+std::size_t srq_data(std::uint32_t i) { return i % 7 == 6 ? 100 * 1024 : i % 3 * 5000; }
 
 // Connections closed and every pool buffer back, except the receives the
 // SRQs keep posted.
@@ -74,7 +52,7 @@ TEST(RdmaStackSrq, ManyConnectionsShareOneSrqPerWorkerAndPinTheSameReceives) {
   std::vector<std::unique_ptr<Duplex>> ds;
   ds.push_back(std::make_unique<Duplex>());
   ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, *ds.back()));
-  ASSERT_TRUE(exchange(*ds.back(), 40, 1));
+  ASSERT_TRUE(exchange(*ds.back(), 40, 1, srq_data));
   EXPECT_EQ(p.client->srq_reserved(), per_conn(o));
   EXPECT_EQ(p.server->srq_reserved(), per_conn(o));
   const std::size_t pinned_client_1 = p.client->registered_bytes();
@@ -86,7 +64,7 @@ TEST(RdmaStackSrq, ManyConnectionsShareOneSrqPerWorkerAndPinTheSameReceives) {
     ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, *ds.back())) << "connection " << ds.size();
   }
   for (std::size_t i = 0; i < kConns; ++i)
-    ASSERT_TRUE(exchange(*ds[i], 40, static_cast<std::uint32_t>(i * 100 + 1000))) << "connection " << i;
+    ASSERT_TRUE(exchange(*ds[i], 40, static_cast<std::uint32_t>(i * 100 + 1000), srq_data)) << "connection " << i;
   for (const RdmaStack* s : {p.client.get(), p.server.get()}) {
     EXPECT_EQ(s->srq_count(), 2u);
     EXPECT_EQ(s->srq_posted(), 800u) << "no receive posted beyond the SRQs";
@@ -120,7 +98,7 @@ TEST(RdmaStackSrq, ManyConnectionsShareOneSrqPerWorkerAndPinTheSameReceives) {
   // The released receives serve new connections.
   Duplex d;
   ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, d));
-  ASSERT_TRUE(exchange(d, 40, 9));
+  ASSERT_TRUE(exchange(d, 40, 9, srq_data));
 }
 
 // A receiver that holds its receives (paused) keeps its whole window out of
@@ -141,7 +119,7 @@ TEST(RdmaStackSrq, APausedReceiverHoldsOnlyItsOwnReservation) {
     return 0;
   });
   // b keeps working while a's sender is out of credits.
-  for (std::uint32_t round = 0; round < 5; ++round) ASSERT_TRUE(exchange(b, 30, 100 * round));
+  for (std::uint32_t round = 0; round < 5; ++round) ASSERT_TRUE(exchange(b, 30, 100 * round, srq_data));
   EXPECT_LT(a.sh.frame_count(), 50u);
   on_worker(*a.s, [&] {
     a.s->pause_receive(false);
@@ -198,14 +176,14 @@ TEST(RdmaStackSrq, AConnectionOverTheSrqBudgetIsRefusedWithAReason) {
   EXPECT_EQ(counter(server, "srq_refusals"), 1u);
   EXPECT_EQ(server.srq_reserved(), 20u) << "a refused connection reserves nothing";
   EXPECT_TRUE(eventually([&] { return client.srq_reserved() == 20u; })) << "nor on the client, once it failed";
-  ASSERT_TRUE(exchange(*ds[0], 10, 1));
-  ASSERT_TRUE(exchange(*ds[1], 10, 2));
+  ASSERT_TRUE(exchange(*ds[0], 10, 1, srq_data));
+  ASSERT_TRUE(exchange(*ds[1], 10, 2, srq_data));
   // Closing one releases its reservation: the next connection fits.
   ds[0]->close();
   EXPECT_TRUE(eventually([&] { return server.srq_reserved() == 10u; }));
   ds.push_back(std::make_unique<Duplex>());
   ASSERT_TRUE(open_duplex(client, bound, aq, *ds.back()));
-  ASSERT_TRUE(exchange(*ds.back(), 10, 3));
+  ASSERT_TRUE(exchange(*ds.back(), 10, 3, srq_data));
   for (auto& d : ds) d->close();
   ds.clear();
   EXPECT_TRUE(settled(server));

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
 #include <optional>
@@ -281,6 +282,36 @@ inline bool is_message(const proto::Frame& f, std::uint32_t i, std::size_t front
 
 // Collects log lines while it lives (one at a time; the sink and the
 // destructor synchronise on one mutex, as workers may log at any moment).
+// Each end of `d` sends `n` frames to the other (message seed + i with a
+// front of 1500 B from the client, 700 B from the server, and data(i) bytes
+// of data, none by default); succeeds once both ends have them all, intact.
+// The frames are dropped then (zero-copy data holds receive-pool buffers).
+inline ::testing::AssertionResult exchange(Duplex& d, std::uint32_t n, std::uint32_t seed,
+                                           const std::function<std::size_t(std::uint32_t)>& data = nullptr) {
+  auto data_of = [&](std::uint32_t i) -> std::size_t { return data ? data(i) : 0; };
+  on_worker(*d.c, [&] {
+    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.c->send(message(seed + i, 1500, data_of(i))));
+    return 0;
+  });
+  on_worker(*d.s, [&] {
+    for (std::uint32_t i = 0; i < n; ++i) EXPECT_FALSE(d.s->send(message(seed + i, 700, data_of(i))));
+    return 0;
+  });
+  if (!d.sh.wait([&] { return d.sh.frames.size() >= n || d.sh.fault; }) ||
+      !d.ch.wait([&] { return d.ch.frames.size() >= n || d.ch.fault; }))
+    return ::testing::AssertionFailure() << "frames missing";
+  if (d.sh.get_fault()) return ::testing::AssertionFailure() << "server end: " << d.sh.get_fault()->reason;
+  if (d.ch.get_fault()) return ::testing::AssertionFailure() << "client end: " << d.ch.get_fault()->reason;
+  std::scoped_lock lk(d.sh.mu, d.ch.mu);
+  for (std::uint32_t i = 0; i < n; ++i)
+    if (!is_message(d.sh.frames[i], seed + i, 1500, data_of(i)) ||
+        !is_message(d.ch.frames[i], seed + i, 700, data_of(i)))
+      return ::testing::AssertionFailure() << "frame " << i << " damaged";
+  d.sh.frames.clear();
+  d.ch.frames.clear();
+  return ::testing::AssertionSuccess();
+}
+
 class LogCapture {
  public:
   LogCapture() {

@@ -571,6 +571,20 @@ class VerbsCm : public VerbsDevice {
     return id;
   }
 
+  // A PD and one CQ of `cqe` entries on `dev`, and a QP with `caps` on `id`.
+  static void cm_qp(CmId& id, Device& dev, Endpoint& e, const QpCaps& caps = QpCaps{4, 4, 1, 1, 0},
+                    std::uint32_t cqe = 8) {
+    std::error_code ec;
+    e.pd = dev.alloc_pd(ec);
+    e.scq = dev.create_cq(cqe, ec);
+    ASSERT_TRUE(e.pd && e.scq) << ec.message();
+    QpInit init;
+    init.send_cq = init.recv_cq = e.scq.get();
+    init.caps = caps;
+    e.qp = id.create_qp(*e.pd, init, ec);
+    ASSERT_TRUE(e.qp) << ec.message();
+  }
+
   static std::vector<std::uint8_t> bytes(const std::string& s) { return {s.begin(), s.end()}; }
   static bool starts_with(const std::vector<std::uint8_t>& v, const std::string& s) {
     return v.size() >= s.size() && std::equal(s.begin(), s.end(), v.begin());
@@ -586,16 +600,13 @@ TEST_F(VerbsCm, ConnectAcceptExchangeDisconnect) {
   ASSERT_TRUE(client);
   Device* cdev = client->device();
   ASSERT_NE(cdev, nullptr);
+  const QpCaps caps{8, 8, 1, 1, 0};
   Endpoint c;
+  ASSERT_NO_FATAL_FAILURE(cm_qp(*client, *cdev, c, caps, 16));
   std::error_code ec;
-  c.pd = cdev->alloc_pd(ec);
-  c.scq = cdev->create_cq(16, ec);
-  ASSERT_TRUE(c.pd && c.scq) << ec.message();
   QpInit init;
   init.send_cq = init.recv_cq = c.scq.get();
-  init.caps = QpCaps{8, 8, 1, 1, 0};
-  c.qp = client->create_qp(*c.pd, init, ec);
-  ASSERT_TRUE(c.qp) << ec.message();
+  init.caps = caps;
   EXPECT_EQ(client->create_qp(*c.pd, init, ec), nullptr);  // one QP per id
   Buffer cbuf(*c.pd, 256, kLocalWrite);
   Sge cr = cbuf.sge(0, 128);
@@ -619,12 +630,7 @@ TEST_F(VerbsCm, ConnectAcceptExchangeDisconnect) {
   Device* sdev = sid->device();
   ASSERT_NE(sdev, nullptr);
   Endpoint s;
-  s.pd = sdev->alloc_pd(ec);
-  s.scq = sdev->create_cq(16, ec);
-  ASSERT_TRUE(s.pd && s.scq) << ec.message();
-  init.send_cq = init.recv_cq = s.scq.get();
-  s.qp = sid->create_qp(*s.pd, init, ec);
-  ASSERT_TRUE(s.qp) << ec.message();
+  ASSERT_NO_FATAL_FAILURE(cm_qp(*sid, *sdev, s, caps, 16));
   Buffer sbuf(*s.pd, 256, kLocalWrite);
   Sge sr = sbuf.sge(0, 128);
   RecvWr srw{200, &sr, 1};
@@ -684,15 +690,8 @@ TEST_F(VerbsCm, ConnectAcceptExchangeDisconnect) {
 TEST_F(VerbsCm, RejectCarriesPrivateData) {
   auto client = resolved_client(target);
   ASSERT_TRUE(client);
-  std::error_code ec;
-  auto pd = client->device()->alloc_pd(ec);
-  auto cq = client->device()->create_cq(8, ec);
-  ASSERT_TRUE(pd && cq) << ec.message();
-  QpInit init;
-  init.send_cq = init.recv_cq = cq.get();
-  init.caps = QpCaps{4, 4, 1, 1, 0};
-  auto qp = client->create_qp(*pd, init, ec);
-  ASSERT_TRUE(qp) << ec.message();
+  Endpoint c;
+  ASSERT_NO_FATAL_FAILURE(cm_qp(*client, *client->device(), c));
   ASSERT_FALSE(client->connect(ConnParam{}));
   CmEvent req = expect(*server_ch, CmEventType::connect_request);
   ASSERT_TRUE(req.new_id);
@@ -710,15 +709,8 @@ TEST_F(VerbsCm, NobodyListening) {
   listener.reset();  // frees the port
   auto client = resolved_client(nowhere);
   ASSERT_TRUE(client);
-  std::error_code ec;
-  auto pd = client->device()->alloc_pd(ec);
-  auto cq = client->device()->create_cq(8, ec);
-  ASSERT_TRUE(pd && cq) << ec.message();
-  QpInit init;
-  init.send_cq = init.recv_cq = cq.get();
-  init.caps = QpCaps{4, 4, 1, 1, 0};
-  auto qp = client->create_qp(*pd, init, ec);
-  ASSERT_TRUE(qp) << ec.message();
+  Endpoint c;
+  ASSERT_NO_FATAL_FAILURE(cm_qp(*client, *client->device(), c));
   ASSERT_FALSE(client->connect(ConnParam{}));
   CmEvent ev;
   const auto deadline = Clock::now() + kTimeout;
@@ -736,15 +728,8 @@ TEST_F(VerbsCm, OpenedDeviceSharesTheIdsContext) {
   ASSERT_TRUE(client);
   ASSERT_NE(client->device(), nullptr);
   EXPECT_EQ(client->device()->attr().name, dev->attr().name);
-  std::error_code ec;
-  auto pd = dev->alloc_pd(ec);
-  auto cq = dev->create_cq(8, ec);
-  ASSERT_TRUE(pd && cq) << ec.message();
-  QpInit init;
-  init.send_cq = init.recv_cq = cq.get();
-  init.caps = QpCaps{4, 4, 1, 1, 0};
-  auto qp = client->create_qp(*pd, init, ec);
-  EXPECT_TRUE(qp) << ec.message();
+  Endpoint c;
+  cm_qp(*client, *dev, c);  // the PD and CQ from the opened device
 }
 
 // ------------------------------------------- per-connection path (rdma_cm)

@@ -1,0 +1,147 @@
+// A raw RC client of the RDMA stack built directly on the provider seam
+// (rdma/provider.h): it connects through the CM with the stack's ConnectInfo,
+// registers one memory area, posts its receive buffers in it and then sends
+// whatever the test puts in that memory -- the stack's wire format, or lies
+// in it. The hostile peers of tests/unit/rdma/transport/rdma_stack_peer_test.cc
+// and tests/unit/api/hostile_link.h are built on it.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "rdma/provider.h"
+#include "rdma/transport/credits.h"
+#include "rdma/transport/wire.h"
+
+namespace siphon::test {
+
+class RawRcPeer {
+ public:
+  // Where things live in the registered memory (the rest is the test's).
+  struct Layout {
+    std::size_t mem_bytes = 0;        // the whole registered area
+    std::size_t recv_offset = 0;      // the first receive buffer
+    std::uint32_t recv_size = 4096;   // each receive buffer; advertised as recv_buffer_size
+    std::uint32_t credits = 8;        // advertised; kUpdateSlots more receives are posted
+  };
+
+  RawRcPeer(rdma::Provider& prov, const Layout& l) : prov_(prov), layout_(l), mem_(l.mem_bytes) {}
+  ~RawRcPeer() {
+    if (id_) (void)id_->disconnect();
+    qp_.reset();
+    id_.reset();
+  }
+  RawRcPeer(const RawRcPeer&) = delete;
+  RawRcPeer& operator=(const RawRcPeer&) = delete;
+
+  // The receive slots posted (receive wr_id = slot number).
+  std::uint32_t slots() const { return layout_.credits + rdma::kUpdateSlots; }
+
+  // Resolves, creates the QP, posts every receive slot and connects with our
+  // ConnectInfo; on success server_info() is the server's.
+  ::testing::AssertionResult connect(const NetAddress& to) {
+    using namespace rdma;
+    std::error_code ec;
+    ch_ = prov_.create_event_channel(ec);
+    if (!ch_) return fail("event channel", ec);
+    id_ = ch_->create_id(ec);
+    if (!id_) return fail("create_id", ec);
+    if ((ec = id_->resolve_addr(nullptr, to, 2000))) return fail("resolve_addr", ec);
+    if (!wait_cm(CmEventType::addr_resolved)) return ::testing::AssertionFailure() << "no ADDR_RESOLVED";
+    if ((ec = id_->resolve_route(2000))) return fail("resolve_route", ec);
+    if (!wait_cm(CmEventType::route_resolved)) return ::testing::AssertionFailure() << "no ROUTE_RESOLVED";
+    Device* dev = id_->device();
+    pd_ = dev->alloc_pd(ec);
+    cq_ = dev->create_cq(1024, ec);
+    if (!pd_ || !cq_) return fail("pd/cq", ec);
+    mr_ = pd_->reg_mr(mem_.data(), mem_.size(), kLocalWrite | kRemoteRead, ec);
+    if (!mr_) return fail("reg_mr", ec);
+    QpInit init;
+    init.send_cq = init.recv_cq = cq_.get();
+    init.caps.max_send_wr = 16;
+    init.caps.max_recv_wr = slots();
+    qp_ = id_->create_qp(*pd_, init, ec);
+    if (!qp_) return fail("create_qp", ec);
+    for (std::uint32_t i = 0; i < slots(); ++i)
+      if ((ec = post_recv(i))) return fail("post_recv", ec);
+    ConnectInfo mine;
+    mine.update_slots = kUpdateSlots;
+    mine.credits = layout_.credits;
+    mine.recv_buffer_size = layout_.recv_size;
+    ConnParam param;
+    const auto b = mine.encode();
+    param.private_data.assign(b.begin(), b.end());
+    if ((ec = id_->connect(param))) return fail("connect", ec);
+    CmEvent ev;
+    if (!wait_cm(CmEventType::established, &ev)) return ::testing::AssertionFailure() << "not established";
+    if ((ec = ConnectInfo::decode(ev.private_data, server_))) return fail("server's ConnectInfo", ec);
+    return ::testing::AssertionSuccess();
+  }
+
+  // Re-posts receive slot `slot`.
+  std::error_code post_recv(std::uint32_t slot) {
+    const rdma::Sge sg{addr(slot_offset(slot)), layout_.recv_size, mr_->lkey()};
+    const rdma::RecvWr wr{slot, &sg, 1};
+    return qp_->post_recv({&wr, 1}, nullptr);
+  }
+  // Posts one signaled SEND of `bytes` from offset `off`.
+  std::error_code post_send(std::size_t off, std::uint32_t bytes, std::uint64_t wr_id) {
+    const rdma::Sge sg{addr(off), bytes, mr_->lkey()};
+    rdma::SendWr wr;
+    wr.wr_id = wr_id;
+    wr.flags = rdma::kSignaled;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    return qp_->post_send({&wr, 1}, nullptr);
+  }
+
+  std::uint8_t* at(std::size_t off) { return mem_.data() + off; }
+  // The receive buffer of `slot`.
+  const std::uint8_t* slot_data(std::uint32_t slot) const { return mem_.data() + slot_offset(slot); }
+  std::uint64_t addr(std::size_t off) const { return reinterpret_cast<std::uint64_t>(mem_.data() + off); }
+  std::uint32_t rkey() const { return mr_->rkey(); }
+  std::uint64_t region_bytes() const { return mem_.size(); }
+  const rdma::ConnectInfo& server_info() const { return server_; }
+  rdma::CompletionQueue& cq() { return *cq_; }
+  rdma::EventChannel& channel() { return *ch_; }
+
+ private:
+  static ::testing::AssertionResult fail(const char* what, std::error_code ec) {
+    return ::testing::AssertionFailure() << what << ": " << ec.message();
+  }
+  std::size_t slot_offset(std::uint32_t slot) const {
+    return layout_.recv_offset + std::size_t{layout_.recv_size} * slot;
+  }
+  // The next CM event, which must be `type`.
+  bool wait_cm(rdma::CmEventType type, rdma::CmEvent* out = nullptr) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (std::chrono::steady_clock::now() < end) {
+      rdma::CmEvent ev;
+      if (ch_->get_event(ev)) {
+        if (ev.type != type) return false;
+        if (out != nullptr) *out = std::move(ev);
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return false;
+  }
+
+  rdma::Provider& prov_;
+  Layout layout_;
+  std::unique_ptr<rdma::EventChannel> ch_;
+  std::unique_ptr<rdma::CmId> id_;
+  std::unique_ptr<rdma::ProtectionDomain> pd_;
+  std::unique_ptr<rdma::CompletionQueue> cq_;
+  std::unique_ptr<rdma::QueuePair> qp_;
+  std::vector<std::uint8_t> mem_;
+  std::unique_ptr<rdma::MemoryRegion> mr_;
+  rdma::ConnectInfo server_;
+};
+
+}  // namespace siphon::test
