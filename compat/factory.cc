@@ -43,6 +43,7 @@ transport::TransportOptions common_options(const Config& c) {
   t.inject.delay_type = c.get<Opt::ms_inject_delay_type>();
   t.inject.delay_max = c.get<Opt::ms_inject_delay_max>();
   t.inject.delay_probability = c.get<Opt::ms_inject_delay_probability>();
+  t.inject.corruption_probability = c.get<Opt::ms_inject_corruption_probability>();
   t.inject.seed = c.get<Opt::ms_inject_seed>();
   t.send_queue_high_water = c.get<Opt::ms_send_queue_high_water>();
   t.send_queue_low_water = c.get<Opt::ms_send_queue_low_water>();
@@ -61,8 +62,9 @@ rdma::soft::SoftOptions soft_options(const Config& c) {
   f.delay.probability = c.get<Opt::ms_async_rdma_soft_inject_delay_probability>();
   f.delay_us = narrow<std::uint32_t>(static_cast<std::uint64_t>(
       std::max(0.0, c.get<Opt::ms_async_rdma_soft_inject_delay_max>()) * 1e6));
+  f.corrupt_data.probability = c.get<Opt::ms_async_rdma_soft_inject_corruption_probability>();
   const bool injecting = f.fail_post.enabled() || f.error_completion.enabled() || f.qp_to_err.enabled() ||
-                         f.link_drop.enabled() || f.delay.enabled();
+                         f.link_drop.enabled() || f.delay.enabled() || f.corrupt_data.enabled();
   f.seed = c.get<Opt::ms_async_rdma_soft_inject_seed>();
   if (f.seed == 0) {
     f.seed = static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) | 1;
@@ -145,7 +147,11 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   // small and pinned memory follows the connections).
   r.support_srq = c.get<Opt::ms_async_rdma_support_srq>() &&
                   c.source(Opt::ms_async_rdma_support_srq).kind != ValueSource::Kind::default_value;
-  r.polling = std::chrono::microseconds(c.get<Opt::ms_async_rdma_polling_us>());
+  // Ceph's default (1000 us) spins three workers per messenger whether or
+  // not the CPUs can take it: left at its default, the stack decides (auto,
+  // docs/rdma-transport.md, Polling); a value set explicitly is honoured.
+  if (c.source(Opt::ms_async_rdma_polling_us).kind != ValueSource::Kind::default_value)
+    r.polling = std::chrono::microseconds(c.get<Opt::ms_async_rdma_polling_us>());
   r.enable_hugepage = c.get<Opt::ms_async_rdma_enable_hugepage>();
   r.credits = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_credits>());
   r.zero_copy_threshold = c.get<Opt::ms_async_rdma_zero_copy_threshold>();

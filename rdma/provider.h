@@ -381,6 +381,11 @@ class Provider {
  public:
   virtual ~Provider() = default;
   virtual std::string_view name() const noexcept = 0;  // "verbs", "soft"
+  // True when completions are produced by a thread of this process (the soft
+  // fabric's engine) rather than by an adapter: a thread busy-polling a CQ
+  // then takes CPU from the thread that fills it, so the RDMA stack does not
+  // spin by default (docs/rdma-transport.md, Polling).
+  virtual bool completions_from_process_thread() const noexcept { return false; }
   virtual std::vector<std::string> list_devices() = 0;
   // Opens a device by name. errc::no_device when the provider has none at all,
   // errc::device_not_found when others exist; `ec`'s message plus

@@ -166,6 +166,10 @@ void ConnectionImpl::on_frame(Link* link, proto::Frame&& f) {
 
 void ConnectionImpl::on_fault(Link* link, const transport::Fault& f) {
   if (link != link_.get()) return;
+  // The transport's frame decoder rejected a frame: its bytes were damaged
+  // on the way (the frame is dropped whole, nothing of it is dispatched).
+  if (f.code == make_error_code(errc::bad_crc))
+    core_->counters.crc_errors.fetch_add(1, std::memory_order_relaxed);
   fault(f.code, f.reason);
 }
 

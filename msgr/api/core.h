@@ -50,6 +50,7 @@ struct Counters {
   std::atomic<std::uint64_t> reconnects{0};
   std::atomic<std::uint64_t> sessions_reset{0};
   std::atomic<std::uint64_t> protocol_errors{0};
+  std::atomic<std::uint64_t> crc_errors{0};
   std::atomic<std::uint64_t> session_migrations{0};
   std::atomic<std::uint64_t> connections_refused{0};
   std::atomic<std::uint64_t> send_queue_full{0};

@@ -52,6 +52,8 @@ struct MessengerStats {
   std::uint64_t reconnects = 0;           // SESSION_RECONNECT accepted (either side)
   std::uint64_t sessions_reset = 0;       // sessions discarded by SESSION_RESET / resetcheck
   std::uint64_t protocol_errors = 0;      // faults caused by malformed or out-of-state input
+  std::uint64_t crc_errors = 0;           // faults caused by a frame failing its CRC check (preamble,
+                                          // segment or epilogue): damaged bytes never dispatched
   std::uint64_t session_migrations = 0;   // sessions moved to another worker with a peer's new socket
   std::uint64_t connections_refused = 0;  // accepted sockets closed at once: ms_max_connections reached
   std::uint64_t send_queue_full = 0;      // send_message() calls refused: ms_max_queued_send_bytes_per_connection

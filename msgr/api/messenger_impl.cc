@@ -146,6 +146,7 @@ class MessengerImpl final : public Messenger {
     s.reconnects = c.reconnects.load();
     s.sessions_reset = c.sessions_reset.load();
     s.protocol_errors = c.protocol_errors.load();
+    s.crc_errors = c.crc_errors.load();
     s.session_migrations = c.session_migrations.load();
     s.connections_refused = c.connections_refused.load();
     s.send_queue_full = c.send_queue_full.load();

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 
 #include "msgr/transport/options.h"
@@ -20,6 +21,7 @@ struct InjectionCounters {
   std::atomic<std::uint64_t> socket_failures{0};  // of which failed
   std::atomic<std::uint64_t> delays{0};           // MESSAGE frames held back
   std::atomic<std::uint64_t> delay_ns{0};         // total time held back
+  std::atomic<std::uint64_t> corruptions{0};      // received bits flipped
 };
 
 class FaultInjector {
@@ -39,6 +41,7 @@ class FaultInjector {
         delay_max_(std::chrono::duration_cast<std::chrono::nanoseconds>(
             std::chrono::duration<double>(opts.delay_max > 0 ? opts.delay_max : 0))),
         delays_on_(!opts.delay_type.empty() && opts.delay_probability > 0 && opts.delay_max > 0),
+        corruption_probability_(opts.corruption_probability > 0 ? opts.corruption_probability : 0),
         state_(mix(seed ^ mix(stream)) | 1),
         counters_(counters) {}
 
@@ -61,7 +64,17 @@ class FaultInjector {
     return d;
   }
 
-  bool enabled() const noexcept { return one_in_ != 0 || delays_on_; }
+  // Rolls for one received buffer (`n` bytes just read, not yet decoded);
+  // when it fires, flips one random bit of it. True when a bit was flipped.
+  bool corrupt(std::byte* p, std::size_t n) noexcept {
+    if (corruption_probability_ <= 0 || n == 0 || uniform() >= corruption_probability_) return false;
+    const std::uint64_t bit = next() % (static_cast<std::uint64_t>(n) * 8);
+    p[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
+    counters_->corruptions.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+
+  bool enabled() const noexcept { return one_in_ != 0 || delays_on_ || corruption_probability_ > 0; }
 
  private:
   // xorshift64*: fast, and good enough to pick one operation in N.
@@ -77,6 +90,7 @@ class FaultInjector {
   double delay_probability_;
   std::chrono::nanoseconds delay_max_;
   bool delays_on_;
+  double corruption_probability_;
   std::uint64_t state_;
   InjectionCounters* counters_;
 };

@@ -29,6 +29,11 @@ struct InjectOptions {
   // ms_inject_delay_probability (Ceph, float 0..1, default 0): chance that a
   // MESSAGE frame is held back for a uniform random time in [0, delay_max].
   double delay_probability = 0.0;
+  // ms_inject_corruption_probability (Siphon extension, float 0..1, default
+  // 0): chance, per completed socket read of msgr2 frames, that one random
+  // bit of the bytes just read is flipped before the frame decoder sees them
+  // (corruption below the messenger; the frame CRCs must catch it).
+  double corruption_probability = 0.0;
   // ms_inject_seed (Siphon extension, default 0 = a random seed per stack):
   // the same seed gives every connection the same sequence of decisions
   // (connection k of the stack uses a stream derived from seed and k).

@@ -164,6 +164,10 @@ bool TcpConnection::read_completed(State expected, const boost::system::error_co
 void TcpConnection::on_read(const boost::system::error_code& ec, std::size_t n) {
   reading_ = false;
   if (!read_completed(State::established, ec, n, "read")) return;
+  // ms_inject_corruption_probability: damage below the messenger, before
+  // the decoder checks the CRCs (nothing else references these bytes yet).
+  if (injector_.corrupt(rx_hold_.segment()->data() + rx_used_, n))
+    SIPHON_TRACE(transport, "tcp conn {}: injected a bit flip into {} bytes read", serial_, n);
   BufferList bytes;
   bytes.append(BufferPtr(rx_hold_.segment(), rx_used_, n));
   rx_used_ += n;

@@ -43,7 +43,7 @@ using TimePoint = Clock::time_point;
 
 struct Counters {
   std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
-      link_drops{0}, delays{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
+      link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0};
   std::atomic<std::uint64_t> mrs_live{0}, qps_live{0};  // gauges
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
@@ -399,10 +399,15 @@ class Link final : public Handler {
   TxSource tx_src;
 
  private:
-  void on_readable();
+  // Reads until the socket is drained. `events` are epoll's: without a
+  // hang-up or error among them, a short read proves the socket empty (it
+  // is edge-triggered, so later bytes raise a new event) and saves the
+  // read() that would only return EAGAIN.
+  void on_readable(std::uint32_t events);
   void parse();
   bool begin_message();
   void deliver(const std::uint8_t* p, std::size_t n) noexcept;
+  void maybe_corrupt(std::uint64_t at, std::size_t n) noexcept;  // FaultPlan::corrupt_data
   void message_done() noexcept;
   void on_hello();
   bool write_out() noexcept;
@@ -420,6 +425,7 @@ class Link final : public Handler {
   std::uint32_t rx_done_ = 0;
   RxSink sink_;
   std::vector<std::uint8_t> small_;  // control payloads (HELLO, CM) gathered here
+  Rng corrupt_rng_;                  // corrupt_data draws (engine thread)
 };
 
 // A listening socket; accepted sockets go to `on_accept`.

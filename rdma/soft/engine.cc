@@ -23,6 +23,7 @@ SoftCounters Counters::snapshot() const noexcept {
   s.qp_errors_injected = g(qp_errors_injected);
   s.link_drops = g(link_drops);
   s.delays = g(delays);
+  s.corruptions = g(corruptions);
   s.rnr_naks_sent = g(rnr_naks_sent);
   s.retransmits = g(retransmits);
   s.retry_timeouts = g(retry_timeouts);

@@ -136,7 +136,9 @@ Link::Link(Engine& e, DeviceCore* d, Kind k, int f, bool connecting, std::size_t
     : engine(e), dev(d), kind(k), state(connecting ? State::connecting : State::open), fd(f),
       tx_(bufsize), rx_(new std::uint8_t[bufsize]), rx_cap_(bufsize) {
   small_.reserve(256);
-  Counters::bump(engine.counters().links_opened);
+  // Each link draws its corruption from its own stream: (seed, link number).
+  const std::uint64_t serial = engine.counters().links_opened.fetch_add(1, std::memory_order_relaxed);
+  corrupt_rng_ = Rng(engine.options().faults.seed ^ 0x436F727275707400ull ^ (serial * 0xD1B54A32D192ED03ull));
 }
 
 Link::~Link() {
@@ -165,15 +167,18 @@ void Link::on_io(std::uint32_t events) {
     want_write = false;
     engine.want_tx(this);
   }
-  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) on_readable();
+  if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0) on_readable(events);
 }
 
-void Link::on_readable() {
+void Link::on_readable(std::uint32_t events) {
+  const bool hangup = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
   while (state == State::open) {
-    const ssize_t n = ::read(fd, rx_.get() + rx_have_, rx_cap_ - rx_have_);
+    const std::size_t room = rx_cap_ - rx_have_;
+    const ssize_t n = ::read(fd, rx_.get() + rx_have_, room);
     if (n > 0) {
       rx_have_ += static_cast<std::size_t>(n);
       parse();
+      if (static_cast<std::size_t>(n) < room && !hangup) return;  // drained (see core.h)
       continue;
     }
     if (n == 0) {
@@ -276,6 +281,7 @@ void Link::deliver(const std::uint8_t* p, std::size_t n) noexcept {
         return;
       }
       std::memcpy(reinterpret_cast<void*>(at), p, n);
+      maybe_corrupt(at, n);
       return;
     }
     case RxSink::Kind::scatter: {
@@ -294,6 +300,7 @@ void Link::deliver(const std::uint8_t* p, std::size_t n) noexcept {
           return;
         }
         std::memcpy(reinterpret_cast<void*>(at), p, take);
+        maybe_corrupt(at, take);
         p += take;
         n -= take;
         skip = 0;
@@ -302,6 +309,17 @@ void Link::deliver(const std::uint8_t* p, std::size_t n) noexcept {
       return;
     }
   }
+}
+
+// Memory or DMA corruption below the link's checks: one bit of the `n` bytes
+// just placed at `at` (registered memory the caller checked) is flipped.
+void Link::maybe_corrupt(std::uint64_t at, std::size_t n) noexcept {
+  const FaultRate& r = engine.options().faults.corrupt_data;
+  if (n == 0 || !r.enabled() || !corrupt_rng_.fire(r)) return;
+  const std::uint64_t bit = corrupt_rng_.next() % (static_cast<std::uint64_t>(n) * 8);
+  auto* byte = reinterpret_cast<std::uint8_t*>(at + bit / 8);
+  *byte = static_cast<std::uint8_t>(*byte ^ (1u << (bit % 8)));
+  Counters::bump(engine.counters().corruptions);
 }
 
 void Link::message_done() noexcept {

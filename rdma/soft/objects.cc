@@ -396,6 +396,7 @@ class ProviderImpl final : public Provider {
  public:
   explicit ProviderImpl(const SoftOptions& o) : fabric_(std::make_shared<Fabric>(o)) {}
   std::string_view name() const noexcept override { return "soft"; }
+  bool completions_from_process_thread() const noexcept override { return true; }
   std::vector<std::string> list_devices() override {
     std::vector<std::string> names;
     for (auto& d : fabric_->devices) names.push_back(d->attr.name);
@@ -457,7 +458,8 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& o) {
            o.faults.error_completion.probability < 0 || o.faults.error_completion.probability > 1 ||
            o.faults.qp_to_err.probability < 0 || o.faults.qp_to_err.probability > 1 ||
            o.faults.link_drop.probability < 0 || o.faults.link_drop.probability > 1 ||
-           o.faults.delay.probability < 0 || o.faults.delay.probability > 1)
+           o.faults.delay.probability < 0 || o.faults.delay.probability > 1 ||
+           o.faults.corrupt_data.probability < 0 || o.faults.corrupt_data.probability > 1)
     bad = "fault probabilities must be within 0..1";
   else if (o.faults.completion_error == WcStatus::success)
     bad = "faults.completion_error must be an error status";

@@ -35,6 +35,12 @@ struct FaultPlan {
   FaultRate link_drop;         // the data link is closed before a WR (RC retry recovers)
   FaultRate delay;             // transmission pauses for delay_us before a WR
   std::uint32_t delay_us = 1000;
+  // One random bit flipped in a chunk of payload just placed in the
+  // receiver's registered memory (SEND into a receive buffer, RDMA READ
+  // response into the requester's buffer, RDMA WRITE into the target MR):
+  // memory or DMA corruption that the link's own checks cannot see. Drawn
+  // per chunk the fabric copies (a message arrives in one or more chunks).
+  FaultRate corrupt_data;
 };
 
 struct SoftOptions {
@@ -69,6 +75,7 @@ struct SoftCounters {
   std::uint64_t qp_errors_injected = 0;
   std::uint64_t link_drops = 0;
   std::uint64_t delays = 0;
+  std::uint64_t corruptions = 0;  // bits flipped by corrupt_data
   std::uint64_t rnr_naks_sent = 0;
   std::uint64_t retransmits = 0;
   std::uint64_t retry_timeouts = 0;

@@ -59,8 +59,11 @@ struct RdmaOptions {
   // with a reason. Without it, receives are posted per QP.
   bool support_srq = false;
   // ms_async_rdma_polling_us (Ceph, default 1000): how long a worker spins on
-  // its CQ before arming it and sleeping on the channel fd.
-  std::chrono::microseconds polling{1000};
+  // its CQ before arming it and sleeping on the channel fd. Set: honoured as
+  // given (logged at startup when the spinning workers oversubscribe the
+  // CPUs). Unset (compat/ leaves it unset when the option is at its default):
+  // "auto", resolved by plan_polling() (rdma_stack.h) when the stack starts.
+  std::optional<std::chrono::microseconds> polling;
   // ms_async_rdma_enable_hugepage (Ceph, default false).
   bool enable_hugepage = false;
   // ms_async_rdma_cm (Ceph, default false): not a field. Siphon always uses

@@ -90,6 +90,10 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   // Receives of each worker's SRQ (ms_async_rdma_receive_queue_len capped by
   // the device), 0 without SRQ. Set before the workers are created.
   std::uint32_t srq_depth = 0;
+  // Polling time in effect (plan_polling), and whether this stack's workers
+  // count in spinning_workers(). Set before the workers start.
+  std::chrono::microseconds polling{0};
+  bool counted_spinning = false;
 
   RdmaShared(Provider& p, RdmaOptions o) : opts(std::move(o)), provider(p) {}
   RdmaWorker& least_loaded() noexcept;

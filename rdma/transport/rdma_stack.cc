@@ -1,8 +1,11 @@
 #include "rdma/transport/rdma_stack.h"
 
+#include <sched.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -51,6 +54,9 @@ std::size_t PdRegistrar::region_count() const {
 
 namespace {
 
+// Workers of this process's RDMA stacks that spin (auto or explicit).
+std::atomic<std::size_t> g_spinning{0};
+
 std::string join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
@@ -58,6 +64,56 @@ std::string join(const std::vector<std::string>& v) {
 }
 
 }  // namespace
+
+constexpr std::chrono::microseconds kCephPolling{1000};
+
+PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std::size_t workers,
+                         std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread) {
+  PollingPlan p;
+  const std::size_t spinners = other_spinners + workers;
+  if (requested) {
+    p.spin = *requested;
+    if (p.spin.count() == 0) return p;
+    if (completions_from_process_thread) {
+      p.oversubscribed = true;
+      p.reason = fmt::format("ms_async_rdma_polling_us = {}: {} workers spin on completion queues that a thread of "
+                             "this process (the software fabric's engine) fills, taking the CPU it needs; "
+                             "leave the option unset (auto) or set 0",
+                             p.spin.count(), workers);
+    } else if (spinners > cpus) {
+      p.oversubscribed = true;
+      p.reason = fmt::format("ms_async_rdma_polling_us = {}: {} spinning RDMA workers in this process ({} of this "
+                             "stack) on {} usable CPUs starve the threads that consume their work; leave the option "
+                             "unset (auto), set 0 or lower ms_async_op_threads",
+                             p.spin.count(), spinners, workers, cpus);
+    }
+    return p;
+  }
+  if (completions_from_process_thread) {
+    p.reason = "auto: completions come from a thread of this process (the software fabric's engine); not spinning";
+  } else if (spinners + 1 > cpus) {
+    p.reason = fmt::format("auto: {} spinning RDMA workers in this process ({} of this stack) and one CPU for the "
+                           "rest do not fit in {} usable CPUs; not spinning",
+                           spinners, workers, cpus);
+  } else {
+    p.spin = kCephPolling;
+    p.reason = fmt::format("auto: {} spinning RDMA workers in this process fit in {} usable CPUs; spinning {} us",
+                           spinners, cpus, p.spin.count());
+  }
+  return p;
+}
+
+std::size_t usable_cpus() noexcept {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof(set), &set) == 0) {
+    const int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<std::size_t>(n);
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+std::size_t spinning_workers() noexcept { return g_spinning.load(std::memory_order_relaxed); }
 
 RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
     : shared_(std::make_shared<RdmaShared>(provider, std::move(options))) {
@@ -147,12 +203,32 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
                                                 : "");
   for (std::size_t i = 0; i < o.common.async_op_threads; ++i)
     s.workers.push_back(std::make_shared<RdmaWorker>(s, i));
-  SIPHON_LOG(rdma, 1, "async+rdma on {} ({} provider) port {}: {} workers, {} credits x {} B per connection{}",
+  // Last: nothing below throws, so a stack counted as spinning is always
+  // uncounted by its destructor.
+  const PollingPlan plan = plan_polling(o.polling, s.workers.size(), spinning_workers(), usable_cpus(),
+                                        provider.completions_from_process_thread());
+  s.polling = plan.spin;
+  if (plan.spin.count() > 0) {
+    g_spinning.fetch_add(s.workers.size(), std::memory_order_relaxed);
+    s.counted_spinning = true;
+  }
+  if (plan.oversubscribed) SIPHON_LOG(rdma, 0, "{}", plan.reason);
+  SIPHON_LOG(rdma, 1, "async+rdma on {} ({} provider) port {}: {} workers, {} credits x {} B per connection{}; "
+             "polling {} us{}",
              name, provider.name(), o.port_num, s.workers.size(), o.credits, o.buffer_size,
-             s.srq_depth != 0 ? fmt::format(", one {}-receive SRQ per worker", s.srq_depth) : "");
+             s.srq_depth != 0 ? fmt::format(", one {}-receive SRQ per worker", s.srq_depth) : "",
+             plan.spin.count(), o.polling ? "" : fmt::format(" ({})", plan.reason));
 }
 
-RdmaStack::~RdmaStack() { stop(); }
+RdmaStack::~RdmaStack() {
+  stop();
+  if (shared_->counted_spinning) {
+    g_spinning.fetch_sub(shared_->workers.size(), std::memory_order_relaxed);
+    shared_->counted_spinning = false;
+  }
+}
+
+std::chrono::microseconds RdmaStack::polling() const noexcept { return shared_->polling; }
 
 std::size_t RdmaStack::worker_count() const noexcept { return shared_->workers.size(); }
 transport::Worker& RdmaStack::worker(std::size_t i) noexcept { return *shared_->workers[i]; }

@@ -7,9 +7,9 @@
 //                   channel (served on worker 0) and `ms_async_op_threads`
 //                   RdmaWorkers.
 //   RdmaWorker      one thread, one io_context, one completion queue shared
-//                   by its connections; spins on the CQ for
-//                   ms_async_rdma_polling_us, then arms it and sleeps on the
-//                   channel fd through Asio.
+//                   by its connections; spins on the CQ for the polling
+//                   time (plan_polling below), then arms it and sleeps on
+//                   the channel fd through Asio.
 //   RdmaConnection  one RC QP (rdma_connection.h): connection setup, credits,
 //                   SEND/READ data path, teardown that drains before it
 //                   destroys anything.
@@ -19,8 +19,11 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "msgr/transport/transport.h"
@@ -32,6 +35,29 @@ namespace siphon::rdma {
 
 struct RdmaShared;
 class RdmaWorker;
+
+// How long the workers busy-poll their CQs after a completion
+// (ms_async_rdma_polling_us; docs/rdma-transport.md, Polling).
+struct PollingPlan {
+  std::chrono::microseconds spin{0};
+  // An explicit value that makes more threads spin than the process has
+  // CPUs, or spins against the thread that produces the completions.
+  bool oversubscribed = false;
+  std::string reason;  // why: for the startup log line
+};
+
+// `requested` is the configured value (nullopt = auto); `workers` the
+// stack's worker threads; `other_spinners` the workers of this process's
+// other RDMA stacks that spin; `cpus` the CPUs the process may run on.
+// Auto spins Ceph's 1000 us when completions come from an adapter and
+// every spinning worker, plus one CPU for everything else, fits in `cpus`;
+// otherwise it does not spin (0: sleep on the channel after each batch).
+PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std::size_t workers,
+                         std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread);
+// CPUs this process may run on (sched_getaffinity; at least 1).
+std::size_t usable_cpus() noexcept;
+// Workers of all RDMA stacks of this process that spin right now.
+std::size_t spinning_workers() noexcept;
 
 class RdmaStack final : public transport::Stack {
  public:
@@ -56,6 +82,8 @@ class RdmaStack final : public transport::Stack {
                transport::ConnectHandler done) override;
 
   const RdmaOptions& options() const noexcept;
+  // The polling time in effect (ms_async_rdma_polling_us, or auto resolved).
+  std::chrono::microseconds polling() const noexcept;
   const RdmaCounters& counters() const noexcept;
   const DeviceAttr& device_attr() const noexcept;
   // Registered (pinned) bytes of the send and receive pools right now.

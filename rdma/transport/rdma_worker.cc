@@ -2,7 +2,8 @@
 //
 // Polling (docs/architecture.md §2): after completions, keep polling (as a
 // posted handler, so other work on the worker interleaves) until the CQ has
-// been empty for ms_async_rdma_polling_us; then arm the CQ, poll once more
+// been empty for the polling time (ms_async_rdma_polling_us, or the auto
+// policy of plan_polling(): 0 = no spinning); then arm the CQ, poll once more
 // to close the race with a completion that arrived before arming, and wait
 // for the channel fd through Asio.
 #include <unistd.h>
@@ -251,7 +252,7 @@ void RdmaWorker::poll_loop() {
   const std::size_t n = poll_batch();
   const auto now = MonoClock::now();
   if (n > 0) idle_since_ = now;
-  if (n == 0 && now - idle_since_ >= shared_.opts.polling) {
+  if (n == 0 && now - idle_since_ >= shared_.polling) {
     polling_ = false;
     wait_cq();
     return;

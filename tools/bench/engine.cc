@@ -335,17 +335,21 @@ class BenchClient {
     }
     return t;
   }
-  // Faults and reconnects of every messenger in this process.
-  std::pair<std::uint64_t, std::uint64_t> faults() const {
-    std::uint64_t f = 0, rc = 0;
+  // Faults, reconnects and CRC rejections of every messenger in this process.
+  struct FaultTotals {
+    std::uint64_t faults = 0, reconnects = 0, crc_errors = 0;
+  };
+  FaultTotals faults() const {
+    FaultTotals t;
     auto add = [&](const MessengerStats& st) {
-      f += st.faults;
-      rc += st.reconnects;
+      t.faults += st.faults;
+      t.reconnects += st.reconnects;
+      t.crc_errors += st.crc_errors;
     };
     for (const auto& c : conns_)
       if (c->msgr) add(c->msgr->stats());
     if (peer_stats_) add(peer_stats_());
-    return {f, rc};
+    return t;
   }
   Op request_op() const noexcept {
     return a_.pattern == Pattern::echo ? Op::echo : a_.pattern == Pattern::sink ? Op::sink : Op::source;
@@ -726,7 +730,7 @@ Result BenchClient::run() {
   SteadyClock::time_point win_end;
   Totals w1;
   CpuTimes cpu1;
-  std::pair<std::uint64_t, std::uint64_t> faults1;
+  FaultTotals faults1;
   for (unsigned k = 1;; ++k) {
     auto tick = win_start + std::chrono::seconds(k);
     if (timed) tick = std::min(tick, planned_end);
@@ -802,8 +806,9 @@ Result BenchClient::run() {
   r.seconds = std::chrono::duration<double>(win_end - win_start).count();
   r.messages = w1.completed - w0.completed;
   r.bytes = w1.bytes - w0.bytes;
-  r.faults = faults1.first - faults0.first;
-  r.reconnects = faults1.second - faults0.second;
+  r.faults = faults1.faults - faults0.faults;
+  r.reconnects = faults1.reconnects - faults0.reconnects;
+  r.crc_errors = faults1.crc_errors - faults0.crc_errors;
   r.client_cpu = to_side(cpu1 - cpu0);
   r.server_cpu = to_side(CpuTimes{server.user_ns, server.system_ns});
   r.verify = a_.verify;
@@ -878,6 +883,17 @@ void describe(const RunSetup& s, Result& r) {
   r.options["ms_type"] = r.ms_type;
 }
 
+// Left at its default, ms_async_rdma_polling_us is decided by the stack
+// (docs/rdma-transport.md §1): report what it chose, not Ceph's 1000.
+void note_polling(const RunSetup& s, const transport::Stack* stack, Result& r) {
+  if (stack == nullptr) return;
+  const auto p = rdma_polling(*stack);
+  if (!p || s.cfg->source(compat::Opt::ms_async_rdma_polling_us).kind != compat::ValueSource::Kind::default_value)
+    return;
+  r.options[std::string(compat::schema(compat::Opt::ms_async_rdma_polling_us).name)] =
+      fmt::format("{} (auto)", p->count());
+}
+
 }  // namespace
 
 std::optional<EntityAddrVec> parse_target(const std::string& text, std::string& error) {
@@ -946,6 +962,9 @@ RunOutcome run_loopback(const RunSetup& s) {
                        [server_msgr] { return server_msgr->stats(); }, server.stack.get());
     if (!client.connect(out.error, out.unavailable)) return out;
     Result r = client.run();
+    // Both stacks of this process, summed (async+rdma only; empty for TCP).
+    r.stack_counters = client.counters();
+    for (const auto& [name, value] : stack_counters(*server.stack)) r.stack_counters[name] += value;
     client_stack = client.stack();
     r.mode = out.result.mode;
     r.pattern = out.result.pattern;
@@ -953,6 +972,7 @@ RunOutcome run_loopback(const RunSetup& s) {
     r.config = out.result.config;
     r.options = out.result.options;
     out.result = std::move(r);
+    note_polling(s, client_stack.get(), out.result);
     out.ran = true;
   }
   server.stop();
@@ -986,6 +1006,7 @@ RunOutcome run_client(const RunSetup& s) {
   r.config = out.result.config;
   r.options = out.result.options;
   out.result = std::move(r);
+  note_polling(s, client.stack().get(), out.result);
   out.ran = true;
   return out;
 }
@@ -1023,6 +1044,7 @@ RunOutcome run_server(const RunSetup& s) {
   r.config["clients_accepted"] = std::to_string(server.logic->accepts());
   r.config["client_runs"] = std::to_string(server.logic->runs_done());
   r.stack_counters = stack_counters(*server.stack);
+  note_polling(s, server.stack.get(), r);
   server.stop();
   out.ran = true;
   return out;

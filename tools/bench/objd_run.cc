@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <random>
+#include <tuple>
 #include <unordered_map>
 
 #include "msgr/api/messenger.h"
@@ -304,14 +305,15 @@ class Driver {
   const VerifyCounts& verified() const { return verified_; }
   std::vector<std::string> notes() const { return notes_; }
   std::uint64_t notes_dropped() const { return notes_dropped_; }
-  std::pair<std::uint64_t, std::uint64_t> faults() const {
-    std::uint64_t f = 0, r = 0;
+  std::tuple<std::uint64_t, std::uint64_t, std::uint64_t> faults() const {
+    std::uint64_t f = 0, r = 0, crc = 0;
     for (const auto& c : conns_) {
       const auto st = c.msgr->stats();
       f += st.faults;
       r += st.reconnects;
+      crc += st.crc_errors;
     }
-    return {f, r};
+    return {f, r, crc};
   }
 
  private:
@@ -425,7 +427,7 @@ RunOutcome run_objd(const RunSetup& s) {
     ++r.errors;
     if (s.info) s.info(fmt::format("stat {} after its delete did not answer ENOENT", objects.front().name));
   }
-  std::tie(r.faults, r.reconnects) = d.faults();
+  std::tie(r.faults, r.reconnects, r.crc_errors) = d.faults();
   r.verify = a.verify;
   r.verified = d.verified();
   if (s.info) {

@@ -75,6 +75,9 @@ struct Result {
   // both sides when they share the process, else this side's).
   std::uint64_t faults = 0;
   std::uint64_t reconnects = 0;
+  // Of the faults, frames the messenger rejected for a bad CRC: bytes damaged
+  // below it (e.g. ms_inject_corruption_probability), never dispatched.
+  std::uint64_t crc_errors = 0;
   SideCpu client_cpu, server_cpu;
   Histogram latency;              // per message (echo: round trip), ns
   std::vector<double> msgs_per_second;  // one entry per second of the window

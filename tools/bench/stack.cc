@@ -61,4 +61,9 @@ std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stac
   return {};
 }
 
+std::optional<std::chrono::microseconds> rdma_polling(const transport::Stack& stack) {
+  if (const auto* r = dynamic_cast<const rdma::RdmaStack*>(&stack)) return r->polling();
+  return std::nullopt;
+}
+
 }  // namespace siphon::bench

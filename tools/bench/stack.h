@@ -6,9 +6,11 @@
 // of create_stack() becomes one call into it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,5 +36,8 @@ ResourceSample sample_resources(const std::vector<const transport::Stack*>& stac
 // The stack's own counters (async+rdma: RdmaCounters by name); empty for a
 // stack that keeps none.
 std::map<std::string, std::uint64_t> stack_counters(const transport::Stack& stack);
+// The polling time an async+rdma stack runs with (ms_async_rdma_polling_us,
+// or what "auto" resolved to); nullopt for other stacks.
+std::optional<std::chrono::microseconds> rdma_polling(const transport::Stack& stack);
 
 }  // namespace siphon::bench

@@ -38,6 +38,12 @@ TEST(Factory, TypedOptionsFollowTheConfig) {
   EXPECT_TRUE(rdma_options(load("[global]\nms async rdma support srq = true\n")).support_srq);
   EXPECT_FALSE(rdma_options(load("[global]\nms async rdma support srq = false\n")).support_srq);
   EXPECT_EQ(rdma_options(load("[global]\nms async rdma receive queue len = 512\n")).receive_queue_len, 512u);
+  // Polling: left at Ceph's default it is "auto" (the stack decides); set,
+  // it is honoured, 0 and Ceph's 1000 included.
+  EXPECT_FALSE(r.polling.has_value());
+  EXPECT_EQ(rdma_options(load("[global]\nms async rdma polling us = 250\n")).polling, std::chrono::microseconds(250));
+  EXPECT_EQ(rdma_options(load("[global]\nms async rdma polling us = 0\n")).polling, std::chrono::microseconds(0));
+  EXPECT_EQ(rdma_options(load("[global]\nms async rdma polling us = 1000\n")).polling, std::chrono::microseconds(1000));
   EXPECT_EQ(messenger_name(c).type, entity_type::osd);
   EXPECT_EQ(messenger_name(c).num, 3);
   EXPECT_EQ(messenger_name(load("", "client.admin")).num, -1);

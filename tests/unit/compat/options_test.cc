@@ -128,7 +128,9 @@ TEST(Schema, ExtensionsAreMarkedAndUnknownToCeph) {
                               "ms_max_frame_size", "ms_max_segment_size", "ms_max_control_frame_size",
                               "ms_max_connections", "ms_async_rdma_soft_inject_seed",
                               "ms_async_rdma_soft_inject_post_failure_probability",
-                              "ms_async_rdma_soft_inject_link_drop_probability"};
+                              "ms_async_rdma_soft_inject_link_drop_probability",
+                              "ms_async_rdma_soft_inject_corruption_probability",
+                              "ms_inject_corruption_probability"};
   for (const char* name : extensions) {
     const auto o = find_option(name);
     ASSERT_TRUE(o.has_value()) << name;

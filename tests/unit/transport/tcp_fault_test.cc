@@ -1,6 +1,9 @@
 // Fault injection: the seeded injector on its own, and ms_inject_* in a
 // running TcpStack (socket failures at the configured rate, deterministic per
 // seed; delayed MESSAGE frames).
+#include <array>
+#include <cstddef>
+
 #include "tcp_test_util.h"
 
 namespace siphon::transport::test {
@@ -72,6 +75,34 @@ TEST(FaultInjector, MessageDelays) {
   o.delay_type.clear();  // Ceph: no type, no delays
   FaultInjector off(o, 9, 0, &c);
   EXPECT_EQ(off.message_delay().count(), 0);
+}
+
+TEST(FaultInjector, CorruptionFlipsOneBitAtTheConfiguredRate) {
+  InjectOptions o;
+  o.corruption_probability = 0.25;
+  InjectionCounters c;
+  FaultInjector inj(o, 11, 0, &c);
+  EXPECT_TRUE(inj.enabled());
+  int flipped = 0;
+  for (int i = 0; i < 4000; ++i) {
+    std::array<std::byte, 37> buf{};
+    const bool hit = inj.corrupt(buf.data(), buf.size());
+    int bits = 0;
+    for (std::byte b : buf) bits += __builtin_popcount(std::to_integer<unsigned>(b));
+    EXPECT_EQ(bits, hit ? 1 : 0) << "exactly one bit when it fires, none otherwise";
+    flipped += hit;
+  }
+  // Binomial(4000, 1/4): mean 1000, sd ~27.
+  EXPECT_GT(flipped, 850);
+  EXPECT_LT(flipped, 1150);
+  EXPECT_EQ(c.corruptions.load(), static_cast<std::uint64_t>(flipped));
+  std::byte one{};
+  EXPECT_FALSE(inj.corrupt(&one, 0)) << "nothing to damage";
+  InjectionCounters off_counters;
+  FaultInjector off(InjectOptions{}, 11, 0, &off_counters);
+  std::array<std::byte, 8> buf{};
+  for (int i = 0; i < 100; ++i) EXPECT_FALSE(off.corrupt(buf.data(), buf.size()));
+  EXPECT_EQ(off_counters.corruptions.load(), 0u);
 }
 
 // ---------------------------------------------------------------------------
@@ -165,6 +196,22 @@ TEST_F(TcpFaultTest, EveryOperationFailsWhenNIsOne) {
   ASSERT_TRUE(fault);
   EXPECT_EQ(fault->code, errc::injected_fault);
   EXPECT_EQ(client_->injection_counters().socket_ops.load(), 1u);
+}
+
+// ms_inject_corruption_probability: a bit flipped in the bytes a read
+// returned is caught by the frame CRCs; the damaged frame is never delivered
+// and the connection faults with bad_crc.
+TEST_F(TcpFaultTest, CorruptedReadsFaultWithBadCrc) {
+  InjectOptions inject;
+  inject.corruption_probability = 1.0;
+  inject.seed = 21;
+  const auto addr = injecting_client(inject);
+  ASSERT_TRUE(addr);
+  const auto fault = ping_until_fault(*addr);
+  ASSERT_TRUE(fault);
+  EXPECT_EQ(fault->code, errc::bad_crc) << fault->reason;
+  EXPECT_GE(client_->injection_counters().corruptions.load(), 1u);
+  EXPECT_EQ(server_->injection_counters().corruptions.load(), 0u) << "the server injects nothing";
 }
 
 TEST_F(TcpFaultTest, DelaysHoldMessagesBackInOrder) {

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -100,6 +101,9 @@ TEST(SoftOptions, InvalidOptionsThrowSetupError) {
   EXPECT_THROW(make_provider(o), SetupError);
   o = {};
   o.faults.fail_post.probability = 1.5;
+  EXPECT_THROW(make_provider(o), SetupError);
+  o = {};
+  o.faults.corrupt_data.probability = -0.5;
   EXPECT_THROW(make_provider(o), SetupError);
   o = {};
   o.active_mtu = Mtu::mtu4096;
@@ -234,6 +238,73 @@ TEST(SoftFaults, DelayHoldsTransmission) {
   ASSERT_EQ(p.poll(*p.cqa, 1).size(), 1u);
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 30ms);
   EXPECT_EQ(counters(*p.prov)->delays, 1u);
+}
+
+// FaultPlan::corrupt_data: data placed in the receiver's memory by a SEND,
+// an RDMA WRITE and an RDMA READ response has bits flipped (one per chunk the
+// fabric copies: a 64-byte message is one chunk, unless the TCP stream split
+// it); the sender's memory is untouched and the completions are successful
+// (the link cannot see this kind of damage).
+TEST(SoftFaults, CorruptDataFlipsBitsOfPlacedPayloads) {
+  SoftOptions o;
+  o.faults.corrupt_data.one_in = 1;
+  o.faults.seed = 5;
+  Pair p(o);
+  std::uint8_t* m = p.mem.data();
+  const auto base = reinterpret_cast<std::uint64_t>(m);
+  for (std::size_t i = 0; i < 64; ++i) m[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  const std::vector<std::uint8_t> src(m, m + 64);
+  auto flipped_bits = [&](std::size_t at) {
+    int bits = 0;
+    for (std::size_t i = 0; i < 64; ++i) bits += __builtin_popcount(static_cast<unsigned>(m[at + i] ^ src[i]));
+    return bits;
+  };
+  std::uint64_t seen = 0;
+  auto check = [&](const char* what, std::size_t at) {
+    const std::uint64_t now = counters(*p.prov)->corruptions;
+    EXPECT_GT(now, seen) << what;
+    const int bits = flipped_bits(at);
+    EXPECT_GE(bits, 1) << what;
+    EXPECT_LE(static_cast<std::uint64_t>(bits), now - seen) << what;
+    EXPECT_TRUE(std::equal(src.begin(), src.end(), m)) << what << ": the source changed";
+    seen = now;
+  };
+  // RDMA WRITE: A's bytes 0..63 into B's MR at 32768.
+  Sge sg;
+  SendWr w = p.write(1, &sg);
+  ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
+  auto got = p.poll(*p.cqa, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::success);
+  check("write", 32768);
+  // RDMA READ: bytes 0..63 pulled into 16384 (the response lands at A).
+  Sge rsg{base + 16384, 64, p.mr->lkey()};
+  SendWr r;
+  r.wr_id = 2;
+  r.opcode = Opcode::rdma_read;
+  r.flags = kSignaled;
+  r.sg_list = &rsg;
+  r.num_sge = 1;
+  r.remote_addr = base;
+  r.rkey = p.mr->rkey();
+  ASSERT_FALSE(p.a->post_send({&r, 1}, nullptr));
+  got = p.poll(*p.cqa, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::success);
+  check("read", 16384);
+  // SEND into a receive buffer of B at 49152.
+  Sge recv_sg{base + 49152, 64, p.mr->lkey()};
+  RecvWr rw{3, &recv_sg, 1};
+  ASSERT_FALSE(p.b->post_recv({&rw, 1}, nullptr));
+  SendWr s = p.write(4, &sg);
+  s.opcode = Opcode::send;
+  ASSERT_FALSE(p.a->post_send({&s, 1}, nullptr));
+  got = p.poll(*p.cqb, 1);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, WcStatus::success);
+  EXPECT_EQ(got[0].byte_len, 64u);
+  ASSERT_EQ(p.poll(*p.cqa, 1).size(), 1u);
+  check("send", 49152);
 }
 
 TEST(SoftQueues, UnsignaledSendSlotsAreReleasedOnlyBySignaledCompletions) {
