@@ -217,7 +217,7 @@ void Config::resolve(const ConfigRequest& req, Diagnostics& diags) {
       values_[index(o)] = std::move(*v);
     }
     raw_[index(o)] = text;
-    if (s.check == OptionCheck::debug_level) {
+    if (s.check == OptionCheck::debug_level || s.check == OptionCheck::debug_level_or_empty) {
       // Ceph stores "5" as "5/5", and $debug_ms references see that.
       std::string ignored;
       if (const auto level = parse_debug_level(text, ignored)) raw_[index(o)] = level->to_string();
@@ -374,10 +374,71 @@ void Config::check_cross(Diagnostics& diags) const {
   if (get<Opt::ms_max_segment_size>() > get<Opt::ms_max_frame_size>())
     diags.warning(where(later(Opt::ms_max_segment_size, Opt::ms_max_frame_size)),
                   "ms_max_segment_size is above ms_max_frame_size, which is then the real segment limit");
+  if (get<Opt::ms_send_queue_low_water>() > get<Opt::ms_send_queue_high_water>())
+    diags.error(where(later(Opt::ms_send_queue_low_water, Opt::ms_send_queue_high_water)),
+                fmt::format("ms_send_queue_low_water ({}) is above ms_send_queue_high_water ({}): sending "
+                            "would never resume", get<Opt::ms_send_queue_low_water>(),
+                            get<Opt::ms_send_queue_high_water>()));
+  check_unimplemented(diags);
+  // Options of the TCP stack that the RDMA stack does not implement.
+  const MsTypes types = ms_types();
+  if (types.public_type.stack == MsType::Stack::rdma || types.cluster_type.stack == MsType::Stack::rdma) {
+    for (const Opt o : {Opt::ms_inject_socket_failures, Opt::ms_inject_delay_probability,
+                        Opt::ms_bind_before_connect, Opt::ms_max_accept_failures}) {
+      if (sources_[index(o)].kind == ValueSource::Kind::default_value) continue;
+      if (value_string(o) == value_to_string(o, default_value(o))) continue;
+      diags.warning(where(o), fmt::format("{} = {} has no effect on the RDMA stack (ms_type {}): it applies to "
+                                          "async+posix only{}", schema(o).name, value_string(o),
+                                          get<Opt::ms_type>(),
+                                          o == Opt::ms_inject_socket_failures || o == Opt::ms_inject_delay_probability
+                                              ? "; the software fabric injects faults with "
+                                                "ms_async_rdma_soft_inject_*"
+                                              : ""));
+    }
+  }
   if (get<Opt::ms_async_rdma_inline_threshold>() > get<Opt::ms_async_rdma_buffer_size>())
     diags.warning(where(later(Opt::ms_async_rdma_inline_threshold, Opt::ms_async_rdma_buffer_size)),
                   "ms_async_rdma_inline_threshold is above ms_async_rdma_buffer_size; the buffer size "
                   "is then the limit");
+}
+
+// Ceph options whose meaning depends on the entity and that Siphon does not
+// implement. Siphon speaks auth none only: a daemon told to require cephx of
+// its peers would accept unauthenticated ones, an error rather than a silent
+// downgrade; a client that accepts only cephx is refused by a cluster that
+// requires it anyway (siphon-ceph says so), a warning that says why.
+void Config::check_unimplemented(Diagnostics& diags) const {
+  const auto get_string = [&](Opt o) -> const std::string& { return std::get<std::string>(values_[index(o)]); };
+  const auto lacks_none = [&](Opt o) {
+    if (sources_[index(o)].kind == ValueSource::Kind::default_value) return false;
+    const auto methods = split_list(std::get<std::string>(values_[index(o)]));
+    return std::find(methods.begin(), methods.end(), "none") == methods.end();
+  };
+  const bool daemon = name_.type == "mon" || name_.type == "osd" || name_.type == "mds" || name_.type == "mgr";
+  for (const Opt o : {Opt::auth_cluster_required, Opt::auth_service_required}) {
+    if (!daemon || !lacks_none(o)) continue;
+    diags.error(sources_[index(o)].where,
+                fmt::format("{} = {}: Siphon implements auth none only, so {} would accept peers that do not "
+                            "authenticate; add none to the list (e.g. \"cephx, none\") to run a Siphon daemon "
+                            "on this cluster", schema(o).name,
+                            std::get<std::string>(values_[index(o)]), name_.to_string()));
+  }
+  // Ceph daemons pick their address from these subnets; Siphon's daemon
+  // (siphon-objd) binds public_addr / cluster_addr as given.
+  if (daemon) {
+    for (const auto& [net, addr] : {std::pair{Opt::public_network, Opt::public_addr},
+                                    std::pair{Opt::cluster_network, Opt::cluster_addr}}) {
+      if (sources_[index(net)].kind == ValueSource::Kind::default_value || get_string(net).empty()) continue;
+      diags.warning(sources_[index(net)].where,
+                    fmt::format("{} = {}: Siphon does not pick an address from it; set {} (unset, "
+                                "siphon-objd binds 127.0.0.1)", schema(net).name, get_string(net),
+                                schema(addr).name));
+    }
+  }
+  if (lacks_none(Opt::auth_client_required))
+    diags.warning(sources_[index(Opt::auth_client_required)].where,
+                  fmt::format("auth_client_required = {}: Siphon implements auth none only; a cluster that "
+                              "requires cephx refuses it", get<Opt::auth_client_required>()));
 }
 
 MsTypes Config::ms_types() const {
@@ -406,6 +467,22 @@ std::string Config::expand(std::string_view text, std::vector<std::string>* warn
   return expand_meta(text, vars_, resolver(), "", warnings);
 }
 
-void apply_log_levels(const Config& cfg) { log::set_level(log::Subsys::ms, cfg.debug_ms().log); }
+// Ceph's debug_ms governs the whole messenger, its network stacks included:
+// every Siphon subsystem below the API is part of it (compat and tools are not).
+// The Siphon extensions debug_ms_<subsystem> and debug_siphon_<subsystem>,
+// when set, override it for their subsystem.
+void apply_log_levels(const Config& cfg) {
+  const int level = cfg.debug_ms().log;
+  for (const log::Subsys s : kMessengerSubsystems) log::set_level(s, level);
+  static constexpr std::pair<Opt, log::Subsys> kOverrides[] = {
+      {Opt::debug_ms_proto, log::Subsys::proto},          {Opt::debug_ms_session, log::Subsys::session},
+      {Opt::debug_ms_transport, log::Subsys::transport},  {Opt::debug_ms_rdma, log::Subsys::rdma},
+      {Opt::debug_siphon_compat, log::Subsys::compat},    {Opt::debug_siphon_tools, log::Subsys::tools}};
+  for (const auto& [o, s] : kOverrides) {
+    const std::string& text = std::get<std::string>(cfg.value(o));
+    std::string error;
+    if (const auto l = parse_debug_level(text, error); !text.empty() && l) log::set_level(s, l->log);
+  }
+}
 
 }  // namespace siphon::compat

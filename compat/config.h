@@ -28,6 +28,7 @@
 #include "compat/expand.h"
 #include "compat/ms_type.h"
 #include "compat/options.h"
+#include "msgr/base/log.h"
 
 namespace siphon::compat {
 
@@ -130,6 +131,7 @@ class Config {
   void resolve(const ConfigRequest& req, Diagnostics& diags);
   void check_sections(const ConfigRequest& req, Diagnostics& diags) const;
   void check_cross(Diagnostics& diags) const;
+  void check_unimplemented(Diagnostics& diags) const;
   OptionResolver resolver() const;
 
   EntityName name_;
@@ -141,7 +143,12 @@ class Config {
   std::array<ValueSource, kOptionCount> sources_{};
 };
 
-/// Sets Siphon's ms log level from debug_ms.
+/// The log subsystems Ceph's debug_ms governs: the messenger and its stacks.
+inline constexpr log::Subsys kMessengerSubsystems[] = {log::Subsys::ms, log::Subsys::proto, log::Subsys::session,
+                                                       log::Subsys::transport, log::Subsys::rdma};
+
+/// Sets the log level of every messenger subsystem (kMessengerSubsystems)
+/// from debug_ms.
 void apply_log_levels(const Config& cfg);
 
 }  // namespace siphon::compat

@@ -44,6 +44,9 @@ transport::TransportOptions common_options(const Config& c) {
   t.inject.delay_max = c.get<Opt::ms_inject_delay_max>();
   t.inject.delay_probability = c.get<Opt::ms_inject_delay_probability>();
   t.inject.corruption_probability = c.get<Opt::ms_inject_corruption_probability>();
+  t.inject.seed = c.get<Opt::ms_inject_seed>();
+  t.send_queue_high_water = c.get<Opt::ms_send_queue_high_water>();
+  t.send_queue_low_water = c.get<Opt::ms_send_queue_low_water>();
   return t;
 }
 
@@ -96,6 +99,11 @@ transport::TcpOptions tcp_options(const Config& c) {
   t.bind_retry_delay = std::chrono::seconds(std::max<std::int64_t>(0, c.get<Opt::ms_bind_retry_delay>()));
   t.bind_ipv4 = c.get<Opt::ms_bind_ipv4>();
   t.bind_ipv6 = c.get<Opt::ms_bind_ipv6>();
+  t.bind_prefer_ipv4 = c.get<Opt::ms_bind_prefer_ipv4>();
+  t.bind_before_connect = c.get<Opt::ms_bind_before_connect>();
+  t.max_accept_failures = narrow<int>(static_cast<std::uint64_t>(std::max<std::int64_t>(1, c.get<Opt::ms_max_accept_failures>())));
+  t.tcp_keepalive = c.get<Opt::ms_tcp_keepalive>();
+  t.tcp_read_chunk = c.get<Opt::ms_tcp_read_chunk>();
   return t;
 }
 
@@ -110,6 +118,8 @@ MessengerOptions messenger_options(const Config& c) {
   m.ms_max_undispatched_bytes_per_connection = c.get<Opt::ms_max_undispatched_bytes_per_connection>();
   m.ms_max_connections = c.get<Opt::ms_max_connections>();
   m.ms_max_queued_send_bytes_per_connection = c.get<Opt::ms_max_queued_send_bytes_per_connection>();
+  m.ms_keepalive_interval = seconds(c.get<Opt::ms_keepalive_interval>());
+  m.ms_msgr2_rev1 = c.get<Opt::ms_msgr2_rev1>();
   return m;
 }
 
@@ -145,6 +155,14 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   r.enable_hugepage = c.get<Opt::ms_async_rdma_enable_hugepage>();
   r.credits = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_credits>());
   r.zero_copy_threshold = c.get<Opt::ms_async_rdma_zero_copy_threshold>();
+  r.inline_threshold = c.get<Opt::ms_async_rdma_inline_threshold>();
+  r.send_queue_depth = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_send_queue_depth>());
+  r.cq_depth = narrow<std::uint32_t>(c.get<Opt::ms_async_rdma_cq_depth>());
+  r.rnr_retry = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_rnr_retry>())));
+  r.retry_count = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_retry_count>())));
+  r.ack_timeout = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_timeout>())));
+  r.cm_timeout = std::chrono::milliseconds(narrow<std::int64_t>(c.get<Opt::ms_async_rdma_cm_timeout>()));
+  r.max_connections = c.get<Opt::ms_async_rdma_max_connections>();
   return r;
 }
 

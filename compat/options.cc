@@ -122,10 +122,17 @@ bool check_words(std::string_view text, std::initializer_list<std::string_view> 
   return true;
 }
 
+bool has_word(std::string_view text, std::string_view word) {
+  const auto words = split_list(text);
+  return std::find(words.begin(), words.end(), word) != words.end();
+}
+
 bool run_check(OptionCheck check, std::string_view text, std::string& error) {
   switch (check) {
     case OptionCheck::none:
     case OptionCheck::never_dies:
+    case OptionCheck::no_effect:
+    case OptionCheck::rdma_cm:
       return true;
     case OptionCheck::ms_type_or_empty:
       if (text.empty()) return true;
@@ -139,7 +146,13 @@ bool run_check(OptionCheck check, std::string_view text, std::string& error) {
         error = "no connection mode given (accepted: crc, secure)";
         return false;
       }
-      return check_words(text, {"crc", "secure"}, "a connection mode", error);
+      if (!check_words(text, {"crc", "secure"}, "a connection mode", error)) return false;
+      if (!has_word(text, "crc")) {
+        error = "Siphon implements crc mode only, and a peer refuses a connection whose modes do not "
+                "meet its own: add crc to the list (e.g. crc secure)";
+        return false;
+      }
+      return true;
     case OptionCheck::entity_types:
       return check_words(text, {"mon", "osd", "mds", "mgr", "client"}, "an entity type", error);
     case OptionCheck::networks:
@@ -151,6 +164,9 @@ bool run_check(OptionCheck check, std::string_view text, std::string& error) {
         }
       }
       return true;
+    case OptionCheck::debug_level_or_empty:
+      if (text.empty()) return true;
+      [[fallthrough]];
     case OptionCheck::debug_level:
       return parse_debug_level(text, error).has_value();
     case OptionCheck::gid:
@@ -266,7 +282,8 @@ std::optional<OptionValue> parse_option_value(Opt o, std::string_view text, std:
   }
   if (s.type == OptionType::str && !run_check(s.check, std::get<std::string>(*v), error))
     return std::nullopt;
-  if (s.check == OptionCheck::debug_level) {
+  if (s.check == OptionCheck::debug_level ||
+      (s.check == OptionCheck::debug_level_or_empty && !std::get<std::string>(*v).empty())) {
     // Ceph normalises "5" to "5/5".
     std::string ignored;
     v = OptionValue(parse_debug_level(std::get<std::string>(*v), ignored)->to_string());
@@ -279,6 +296,22 @@ std::string option_value_warning(Opt o, const OptionValue& v) {
   if (s.check == OptionCheck::never_dies && std::get<bool>(v))
     return fmt::format("{} = true has no effect: Siphon never aborts the process on peer input; it "
                        "faults the connection instead", s.name);
+  if (s.check == OptionCheck::no_effect && value_to_string(o, v) != value_to_string(o, default_value(o)))
+    return fmt::format("{} = {} has no effect. {}", s.name, value_to_string(o, v), s.note);
+  if (s.check == OptionCheck::rdma_cm && !std::get<bool>(v))
+    return fmt::format("{} = false has no effect: Siphon always sets up RDMA connections through the "
+                       "connection manager (librdmacm on verbs) and has no TCP side channel", s.name);
+  if (s.check == OptionCheck::ms_modes) {
+    const auto words = split_list(std::get<std::string>(v));
+    const auto secure = std::find(words.begin(), words.end(), "secure");
+    if (secure < std::find(words.begin(), words.end(), "crc"))
+      return fmt::format("{} = {}: secure mode is not available in Siphon; connections use crc", s.name,
+                         std::get<std::string>(v));
+  }
+  if (o == Opt::ms_inject_delay_type && !std::get<std::string>(v).empty())
+    return fmt::format("{} = {}: Siphon does not filter by entity type; when ms_inject_delay_probability is "
+                       "set, incoming messages are delayed on every TCP connection whatever the peer's type",
+                       s.name, std::get<std::string>(v));
   return "";
 }
 
@@ -317,14 +350,17 @@ std::string accepted_values(Opt o) {
     case OptionCheck::ms_type: out = "async+posix, async+rdma, async, async+<plugin>"; break;
     case OptionCheck::ms_type_or_empty: out = "empty (= ms_type), async+posix, async+rdma, async, async+<plugin>"; break;
     case OptionCheck::auth_methods: out = "a list of cephx, none"; break;
-    case OptionCheck::ms_modes: out = "a list of crc, secure"; break;
+    case OptionCheck::ms_modes: out = "a list of crc, secure that includes crc"; break;
     case OptionCheck::networks: out = "a list of subnets ADDRESS/PREFIX"; break;
     case OptionCheck::debug_level: out = "N or N/M, 0..99"; break;
+    case OptionCheck::debug_level_or_empty: out = "empty, or N or N/M, 0..99"; break;
     case OptionCheck::gid: out = "empty, or a GID as an IPv6 address"; break;
     case OptionCheck::entity_types: out = "a list of mon, osd, mds, mgr, client"; break;
     case OptionCheck::rdma_type:
     case OptionCheck::none:
-    case OptionCheck::never_dies: break;
+    case OptionCheck::never_dies:
+    case OptionCheck::no_effect:
+    case OptionCheck::rdma_cm: break;
   }
   if (!s.enum_values.empty()) out = fmt::format("{}", fmt::join(split_list(s.enum_values, "|"), " or "));
   if (!s.min_text.empty() && !s.max_text.empty())

@@ -36,10 +36,13 @@ enum class OptionCheck : unsigned char {
   ms_modes,          // list of crc, secure
   networks,          // list of CIDR subnets
   debug_level,       // N or N/M
+  debug_level_or_empty,  // N or N/M, or empty (= not set)
   gid,               // an IPv6-form GID
   rdma_type,         // ib | iwarp, with a hint when a device name is given
   entity_types,      // list of mon, osd, mds, mgr, client
   never_dies,        // a Ceph ms_die_on_* option: true gets a warning
+  no_effect,         // not implemented: a value other than the default gets a warning (the note says why)
+  rdma_cm,           // ms_async_rdma_cm: false set explicitly gets a warning
 };
 
 std::string_view to_string(OptionType t) noexcept;
@@ -108,7 +111,8 @@ const OptionValue& default_value(Opt o);
 /// `error` to a sentence naming the accepted values. Never throws.
 std::optional<OptionValue> parse_option_value(Opt o, std::string_view text, std::string& error);
 
-/// A warning about a valid value (e.g. ms_die_on_bad_msg = true), or "".
+/// A warning about a valid value set explicitly (e.g. ms_die_on_bad_msg =
+/// true, or any value of an option Siphon does not implement), or "".
 std::string option_value_warning(Opt o, const OptionValue& v);
 
 /// Ceph's text for a value: true/false, integers in decimal, sizes in bytes,

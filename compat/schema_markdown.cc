@@ -70,6 +70,14 @@ and the accepted values; Ceph would print a warning and keep the default, which 
 `ms_crc_data = no` silently leaves CRCs on in Ceph. Values in sections the entity does not read
 are checked by `siphon-conf --check`.
 
+No option is accepted and silently ignored. Each option below is honoured, or its "Siphon vs Ceph"
+note says what Siphon does instead; such an option set to a value other than its default draws a
+one-line warning naming it (for example `ms_crc_data = false`, `ms_inject_delay_type = osd`, or a
+TCP-only option such as `ms_inject_socket_failures` with `ms_type = async+rdma`). Where going on
+would be weaker than what the file asks for it is an error: a connection-mode list without `crc`
+(Siphon has no secure mode) and, for a daemon, an `auth_cluster_required` or
+`auth_service_required` list without `none` (Siphon implements auth none only).
+
 ## `$` expansion
 
 In string options (and in `siphon-conf --lookup`, as in `ceph-conf --lookup`):

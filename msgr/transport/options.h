@@ -22,7 +22,7 @@ struct InjectOptions {
   // ms_inject_delay_type (Ceph, str, default ""): in Ceph, the entity types
   // whose incoming messages are delayed (e.g. "osd mon"). The transport does
   // not know entity types: a non-empty value enables delays of incoming
-  // MESSAGE frames on every connection of the stack.
+  // MESSAGE frames on every connection of the stack (compat/ warns so).
   std::string delay_type;
   // ms_inject_delay_max (Ceph, float seconds, default 1).
   double delay_max = 1.0;
@@ -84,10 +84,26 @@ struct TcpOptions {
   int bind_retry_count = 3;
   std::chrono::milliseconds bind_retry_delay{5000};
   // ms_bind_ipv4 / ms_bind_ipv6 (Ceph, default true / false): the family
-  // listen() uses for an unspecified address (IPv6 only when ms_bind_ipv6 is
-  // set and ms_bind_ipv4 is not). Explicit addresses are bound as given.
+  // listen() uses for an unspecified address (IPv6 when ms_bind_ipv6 is set
+  // and ms_bind_ipv4 is not, or both are and bind_prefer_ipv4 is not).
+  // Explicit addresses are bound as given.
   bool bind_ipv4 = true;
   bool bind_ipv6 = false;
+  // ms_bind_prefer_ipv4 (Ceph, default false): with bind_ipv4 and bind_ipv6
+  // both set, the family an unspecified address binds (IPv6 unless this is
+  // set). Ceph binds both and lists the preferred one first.
+  bool bind_prefer_ipv4 = false;
+  // ms_bind_before_connect (Ceph, default false): bind each outgoing socket
+  // to the IP (port 0) of the stack's first listener of the peer's family
+  // that is not a wildcard; not bound when there is none (Ceph: when the
+  // messenger's address is blank).
+  bool bind_before_connect = false;
+  // ms_max_accept_failures (Ceph, default 4): consecutive accept() failures a
+  // listener tolerates (an aborted connection is not one). One more closes
+  // that listener with an error naming the cause; connections already
+  // accepted go on. Ceph aborts the daemon instead. Failures are retried
+  // after 100 ms.
+  int max_accept_failures = 4;
 };
 
 }  // namespace siphon::transport

@@ -30,6 +30,20 @@ NetAddress to_net(const boost::asio::ip::tcp::endpoint& ep) {
 
 }  // namespace
 
+void TcpShared::note_listener(const NetAddress& bound) {
+  if (bound.is_any() || (!bound.is_ipv4() && !bound.is_ipv6())) return;
+  NetAddress a = bound;
+  a.set_port(0);
+  std::lock_guard lock(bind_mu_);
+  auto& slot = a.is_ipv4() ? bind_v4_ : bind_v6_;
+  if (!slot) slot = a;
+}
+
+std::optional<NetAddress> TcpShared::connect_bind_address(int family) const {
+  std::lock_guard lock(bind_mu_);
+  return family == AF_INET ? bind_v4_ : family == AF_INET6 ? bind_v6_ : std::nullopt;
+}
+
 std::error_code map_asio_error(const boost::system::error_code& ec) noexcept {
   if (!ec) return {};
   if (ec == boost::asio::error::eof) return errc::connection_reset;
@@ -74,6 +88,19 @@ void TcpConnection::connect_to(const NetAddress& peer, ConnectHandler done) {
   // Options before connect(): SO_RCVBUF must be set before the handshake to
   // size the window.
   std::error_code setup = ec ? map_asio_error(ec) : apply_socket_options(socket_, shared_->opts);
+  if (!setup && shared_->opts.bind_before_connect) {
+    if (const auto local = shared_->connect_bind_address(peer.family())) {
+      tcp::endpoint lep;
+      std::memcpy(lep.data(), local->sockaddr_ptr(), local->sockaddr_len());
+      lep.resize(local->sockaddr_len());
+      socket_.bind(lep, ec);
+      if (ec) {
+        SIPHON_LOG(transport, 1, "tcp conn {}: ms_bind_before_connect: cannot bind to {}: {}", serial_,
+                   local->to_string(), ec.message());
+        setup = map_asio_error(ec);
+      }
+    }
+  }
   if (setup) {
     SIPHON_LOG(transport, 1, "tcp conn {}: cannot set up a socket to {}: {}", serial_,
                peer.to_string(), setup.message());

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -42,6 +43,16 @@ struct TcpShared {
   std::atomic<std::uint64_t> next_serial{0};
   std::atomic<std::size_t> round_robin{0};  // tie-breaker when picking workers
   std::atomic<bool> stopping{false};
+
+  // ms_bind_before_connect: the addresses (port 0) outgoing sockets bind to,
+  // the first non-wildcard listener of each family.
+  void note_listener(const NetAddress& bound);
+  std::optional<NetAddress> connect_bind_address(int family) const;
+
+ private:
+  mutable std::mutex bind_mu_;
+  std::optional<NetAddress> bind_v4_;
+  std::optional<NetAddress> bind_v6_;
 };
 
 class TcpConnection;

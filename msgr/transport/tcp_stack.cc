@@ -111,11 +111,13 @@ void TcpWorker::close_all() {
 class TcpListener : public std::enable_shared_from_this<TcpListener> {
  public:
   TcpListener(std::shared_ptr<TcpWorker> home, std::vector<std::shared_ptr<TcpWorker>> workers,
-              std::shared_ptr<TcpShared> shared, tcp::acceptor acceptor, AcceptHandler on_accept)
+              std::shared_ptr<TcpShared> shared, tcp::acceptor acceptor, NetAddress bound,
+              AcceptHandler on_accept)
       : home_(std::move(home)),
         workers_(std::move(workers)),
         shared_(std::move(shared)),
         acceptor_(std::move(acceptor)),
+        bound_(std::move(bound)),
         retry_(home_->io()),
         on_accept_(std::make_shared<const AcceptHandler>(std::move(on_accept))) {}
 
@@ -146,15 +148,35 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   void on_accepted(const boost::system::error_code& ec) {
     if (closed_ || ec == boost::asio::error::operation_aborted) return;
     if (ec) {
-      // Typically out of descriptors or memory: back off instead of spinning.
-      SIPHON_LOG(transport, 1, "accept failed: {}; retrying in 100 ms", ec.message());
       pending_.reset();
+      if (ec == boost::asio::error::connection_aborted) {  // the peer gave up: not a failure (as in Ceph)
+        accept_next();
+        return;
+      }
+      // Typically out of descriptors or memory. Ceph aborts the daemon after
+      // ms_max_accept_failures in a row; Siphon closes only this listener.
+      const int max = shared_->opts.max_accept_failures;
+      if (++failures_ > max) {
+        SIPHON_LOG(transport, 0,
+                   "listener on {}: accept failed {} times in a row (ms_max_accept_failures = {}), the last "
+                   "with: {}; closing this listener (connections already accepted go on){}",
+                   bound_.to_string(), failures_, max, ec.message(),
+                   ec == boost::asio::error::no_descriptors || ec.value() == ENFILE
+                       ? ". Raise the open-file limit (ulimit -n, LimitNOFILE) or lower ms_max_connections"
+                       : "");
+        close();
+        return;
+      }
+      // Back off instead of spinning.
+      SIPHON_LOG(transport, 1, "listener on {}: accept failed ({} of {} tolerated): {}; retrying in 100 ms",
+                 bound_.to_string(), failures_, max, ec.message());
       retry_.expires_after(std::chrono::milliseconds(100));
       retry_.async_wait([self = shared_from_this()](const boost::system::error_code& rec) {
         if (!rec) self->accept_next();
       });
       return;
     }
+    failures_ = 0;
     std::shared_ptr<TcpWorker> target = std::move(pending_worker_);
     auto conn = std::make_shared<TcpConnection>(target, shared_, std::move(*pending_),
                                                 /*client=*/false);
@@ -175,10 +197,12 @@ class TcpListener : public std::enable_shared_from_this<TcpListener> {
   std::vector<std::shared_ptr<TcpWorker>> workers_;
   std::shared_ptr<TcpShared> shared_;
   tcp::acceptor acceptor_;
+  const NetAddress bound_;
   boost::asio::steady_timer retry_;
   std::shared_ptr<const AcceptHandler> on_accept_;
   std::optional<tcp::socket> pending_;
   std::shared_ptr<TcpWorker> pending_worker_;
+  int failures_ = 0;  // consecutive accept failures
   bool closed_ = false;
 };
 
@@ -258,7 +282,9 @@ std::error_code TcpStack::listen(const NetAddress& addr_in, AcceptHandler on_acc
       SIPHON_LOG(transport, 1, "listen: ms_bind_ipv4 and ms_bind_ipv6 are both false");
       return errc::invalid_argument;
     }
-    addr = *NetAddress::parse(o.bind_ipv6 && !o.bind_ipv4 ? "::" : "0.0.0.0");
+    // Both families allowed: ms_bind_prefer_ipv4 chooses (Ceph prefers IPv6).
+    const bool v6 = o.bind_ipv6 && (!o.bind_ipv4 || !o.bind_prefer_ipv4);
+    addr = *NetAddress::parse(v6 ? "::" : "0.0.0.0");
   }
   if (!addr.is_ipv4() && !addr.is_ipv6()) return errc::address_invalid;
 
@@ -313,8 +339,9 @@ std::error_code TcpStack::listen(const NetAddress& addr_in, AcceptHandler on_acc
   if (ec) return map_asio_error(ec);
   bound = NetAddress::from_sockaddr(local.data(), static_cast<socklen_t>(local.size()));
 
-  auto listener = std::make_shared<TcpListener>(home, workers_, shared_, std::move(acceptor),
+  auto listener = std::make_shared<TcpListener>(home, workers_, shared_, std::move(acceptor), bound,
                                                 std::move(on_accept));
+  shared_->note_listener(bound);
   {
     std::lock_guard lock(mu_);
     if (state_ == State::stopped) return errc::shutting_down;  // the acceptor closes with it

@@ -66,8 +66,9 @@ struct RdmaOptions {
   std::optional<std::chrono::microseconds> polling;
   // ms_async_rdma_enable_hugepage (Ceph, default false).
   bool enable_hugepage = false;
-  // ms_async_rdma_cm (Ceph, default false): Siphon always uses the rdma-cm
-  // shaped connection manager of the provider; false is accepted and noted.
+  // ms_async_rdma_cm (Ceph, default false): not a field. Siphon always uses
+  // the rdma-cm shaped connection manager of the provider; compat/ warns when
+  // a configuration sets it to false explicitly.
 
   // --- Siphon extensions
   // ms_async_rdma_credits (default 16): receive credits granted per
@@ -77,6 +78,10 @@ struct RdmaOptions {
   // at least this large are pulled by the receiver with RDMA READ from the
   // sender's memory instead of being copied through SENDs.
   std::size_t zero_copy_threshold = 64 * 1024;
+  // ms_async_rdma_inline_threshold (default 128): SENDs up to this many bytes
+  // are posted inline; the QP asks for it as max_inline_data (a device that
+  // refuses gets 0, i.e. never inline). 0: never.
+  std::size_t inline_threshold = 128;
   // ms_async_rdma_send_queue_depth (default 256): send queue depth per QP
   // (SENDs and RDMA READs), capped by the device.
   std::uint32_t send_queue_depth = 256;

@@ -109,7 +109,8 @@ std::error_code RdmaConnection::create_qp() {
     }
     srq_reserved_ = true;
   }
-  init.caps.max_inline_data = 128;
+  init.caps.max_inline_data =
+      static_cast<std::uint32_t>(std::min<std::size_t>(shared_.opts.inline_threshold, 0xFFFFFFFFu));
   cq_entries_ = shared_.cq_entries_per_qp();
   if (!worker_.reserve_cq(cq_entries_)) {
     setup_why_ = fmt::format(

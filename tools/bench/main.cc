@@ -173,11 +173,7 @@ int run(int argc, char** argv) {
     if (d.severity != compat::Severity::error && !a.quiet) fmt::print(stderr, "siphon-bench: {}\n", d.to_string());
   if (load_diags.has_errors())
     return usage_error("invalid configuration:\n" + load_diags.to_string(compat::Severity::error));
-  compat::apply_log_levels(cfg);
-  // debug_ms governs every messenger subsystem here, as it does in Ceph
-  // (faults are counted in the result either way).
-  for (auto sub : {log::Subsys::proto, log::Subsys::session, log::Subsys::transport})
-    log::set_level(sub, cfg.debug_ms().log);
+  compat::apply_log_levels(cfg);  // faults are counted in the result at any level
   const auto types = cfg.ms_types();
 
   RunSetup setup;

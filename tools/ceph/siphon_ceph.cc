@@ -318,9 +318,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s", diags.to_string(compat::Severity::error).c_str());
     return 1;
   }
-  const int level = cfg.debug_ms().log;
-  for (auto s : {log::Subsys::ms, log::Subsys::session, log::Subsys::transport, log::Subsys::proto})
-    log::set_level(s, level);
+  compat::apply_log_levels(cfg);
   if (cli.words.empty()) {
     std::fputs(kUsage.data(), stderr);
     return 22;

@@ -36,7 +36,7 @@ TEST(ConfFile, BasicCorpusFollowsCephsRules) {
   EXPECT_EQ(value_of(f, "global", "ms_crc_data"), "true");                 // "ms  crc   data"
   EXPECT_EQ(value_of(f, "global", "ms_bind_port_min"), "6900");            // no spaces around '='
   EXPECT_EQ(value_of(f, "global", "auth_client_required"), "cephx, none");  // double quotes
-  EXPECT_EQ(value_of(f, "global", "auth_service_required"), "cephx");      // single quotes
+  EXPECT_EQ(value_of(f, "global", "auth_service_required"), "cephx, none");  // single quotes
   EXPECT_EQ(value_of(f, "global", "public_network"), "10.0.0.0/24     , 10.1.0.0/24");  // continuation
   EXPECT_EQ(value_of(f, "global", "escaped"), "a#b;c\\d");
   EXPECT_EQ(value_of(f, "global", "quoted_escape"), "say \"hi\"");

@@ -2,7 +2,10 @@
 // command line and environment, and the [ms] snippet from issue 8.
 #include "compat/config.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <array>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -415,10 +418,131 @@ TEST(Config, ApplyLogLevels) {
   const Config cfg = load("[global]\ndebug ms = 7/20\n", "client.admin", d);
   EXPECT_EQ(cfg.debug_ms().log, 7);
   EXPECT_EQ(cfg.debug_ms().gather, 20);
-  const int before = log::level(log::Subsys::ms);
+  std::array<int, static_cast<std::size_t>(log::Subsys::count)> before{};
+  for (std::size_t i = 0; i < before.size(); ++i) before[i] = log::level(static_cast<log::Subsys>(i));
+  log::set_level(log::Subsys::compat, 3);
+  log::set_level(log::Subsys::tools, 3);
   apply_log_levels(cfg);
-  EXPECT_EQ(log::level(log::Subsys::ms), 7);
-  log::set_level(log::Subsys::ms, before);
+  // Ceph's debug_ms covers the whole messenger, its stacks included ...
+  for (const auto s : {log::Subsys::ms, log::Subsys::proto, log::Subsys::session, log::Subsys::transport,
+                       log::Subsys::rdma})
+    EXPECT_EQ(log::level(s), 7) << log::name(s);
+  // ... and not the configuration parser or the tools.
+  EXPECT_EQ(log::level(log::Subsys::compat), 3);
+  EXPECT_EQ(log::level(log::Subsys::tools), 3);
+
+  // A subsystem's own option overrides debug_ms for that subsystem only.
+  Diagnostics d2;
+  const Config fine = load("[global]\ndebug_ms = 0/0\ndebug_ms_rdma = 10\ndebug_ms_session = 4/7\n"
+                           "debug_siphon_tools = 6\n", "client.admin", d2);
+  EXPECT_FALSE(d2.has_errors()) << d2.to_string();
+  EXPECT_EQ(fine.value_string(Opt::debug_ms_rdma), "10/10") << "Ceph's normalisation, as for debug_ms";
+  apply_log_levels(fine);
+  EXPECT_EQ(log::level(log::Subsys::ms), 0);
+  EXPECT_EQ(log::level(log::Subsys::proto), 0);
+  EXPECT_EQ(log::level(log::Subsys::transport), 0);
+  EXPECT_EQ(log::level(log::Subsys::rdma), 10);
+  EXPECT_EQ(log::level(log::Subsys::session), 4);
+  EXPECT_EQ(log::level(log::Subsys::tools), 6);
+  EXPECT_EQ(log::level(log::Subsys::compat), 3) << "unset: left alone";
+  Diagnostics bad;
+  load("[global]\ndebug_ms_transport = loud\n", "client.admin", bad);
+  EXPECT_TRUE(has_diag(bad, Severity::error, 2, 0, "debug_ms_transport = loud"));
+  for (std::size_t i = 0; i < before.size(); ++i) log::set_level(static_cast<log::Subsys>(i), before[i]);
+}
+
+// Options Siphon does not implement: a value other than the default draws a
+// one-line warning that names the option and what Siphon does instead; the
+// default draws nothing.
+TEST(Config, UnimplementedOptionsWarnWhenSet) {
+  Diagnostics d;
+  load("[global]\nms_crc_data = false\nms_crc_header = false\nms_tcp_prefetch_max_size = 64K\n"
+       "ms_inject_internal_delays = 0.5\nms_async_rdma_cm = false\nms_inject_delay_type = osd\n"
+       "ms_cluster_mode = secure crc\nms_client_mode = crc secure\n",
+       "client.admin", d);
+  EXPECT_FALSE(d.has_errors()) << d.to_string();
+  EXPECT_TRUE(has_diag(d, Severity::warning, 2, 1, "ms_crc_data = false has no effect. Not implemented: Siphon always "
+                                                  "computes and checks the CRC32C"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 3, 1, "ms_crc_header = false has no effect"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 4, 1, "ms_tcp_prefetch_max_size = 65536 has no effect. Not "
+                                                  "implemented: Siphon reads into buffers of ms_tcp_read_chunk"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 5, 1, "ms_inject_internal_delays = 0.500000 has no effect"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 6, 1, "ms_async_rdma_cm = false has no effect: Siphon always sets up"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 7, 1, "ms_inject_delay_type = osd: Siphon does not filter by entity "
+                                                  "type"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 8, 1, "ms_cluster_mode = secure crc: secure mode is not available "
+                                                  "in Siphon; connections use crc"));
+  EXPECT_FALSE(find_diag(d, Severity::warning, "ms_client_mode")) << "crc first: nothing to say";
+  // The defaults (and values equal to them) are silent.
+  Diagnostics quiet;
+  load("[global]\nms_crc_data = true\nms_tcp_prefetch_max_size = 4096\nms_async_rdma_cm = true\n",
+       "client.admin", quiet);
+  EXPECT_EQ(quiet.all().size(), 0u) << quiet.to_string();
+}
+
+// Siphon speaks crc mode only: a mode list without crc cannot connect to
+// anything, so it is a setup error rather than a silent crc connection.
+TEST(Config, ModeListsWithoutCrcAreErrors) {
+  for (const char* o : {"ms_client_mode", "ms_cluster_mode", "ms_service_mode", "ms_mon_client_mode",
+                        "ms_mon_cluster_mode", "ms_mon_service_mode"}) {
+    Diagnostics d;
+    load(fmt::format("[global]\n{} = secure\n", o), "client.admin", d);
+    EXPECT_TRUE(has_diag(d, Severity::error, 2, 0, "Siphon implements crc mode only")) << o << ": " << d.to_string();
+    EXPECT_TRUE(find_diag(d, Severity::error, "add crc to the list")) << d.to_string();
+  }
+}
+
+// auth none is all Siphon speaks. A daemon configured to require cephx would
+// accept unauthenticated peers: an error. A client accepting only cephx is
+// refused by such a cluster: a warning. Clients ignore the daemon options.
+TEST(Config, AuthListsWithoutNone) {
+  const std::string text = "[global]\nauth_cluster_required = cephx\nauth_service_required = cephx\n"
+                           "auth_client_required = cephx\n";
+  Diagnostics osd;
+  load(text, "osd.1", osd);
+  EXPECT_TRUE(has_diag(osd, Severity::error, 2, 1, "auth_cluster_required = cephx: Siphon implements auth none "
+                                                   "only, so osd.1 would accept peers that do not authenticate"));
+  EXPECT_TRUE(has_diag(osd, Severity::error, 3, 1, "auth_service_required = cephx"));
+  EXPECT_TRUE(has_diag(osd, Severity::warning, 4, 1, "auth_client_required = cephx: Siphon implements auth none "
+                                                     "only; a cluster that requires cephx refuses it"));
+  Diagnostics client;
+  load(text, "client.admin", client);
+  EXPECT_FALSE(client.has_errors()) << client.to_string();
+  EXPECT_TRUE(has_diag(client, Severity::warning, 4, 1, "auth_client_required = cephx"));
+  // A daemon does not pick its address from public_network / cluster_network.
+  Diagnostics nets;
+  load("[global]\npublic_network = 10.0.0.0/24\ncluster_network = 10.1.0.0/24\n", "osd.1", nets);
+  EXPECT_TRUE(has_diag(nets, Severity::warning, 2, 1, "public_network = 10.0.0.0/24: Siphon does not pick an "
+                                                      "address from it; set public_addr"));
+  EXPECT_TRUE(has_diag(nets, Severity::warning, 3, 1, "set cluster_addr"));
+  Diagnostics client_nets;
+  load("[global]\npublic_network = 10.0.0.0/24\n", "client.admin", client_nets);
+  EXPECT_EQ(client_nets.all().size(), 0u) << client_nets.to_string();
+  Diagnostics with_none;
+  load("[global]\nauth_cluster_required = cephx, none\nauth_service_required = none\n"
+       "auth_client_required = cephx none\n", "mon.a", with_none);
+  EXPECT_EQ(with_none.all().size(), 0u) << with_none.to_string();
+}
+
+// TCP-only options set for an RDMA stack say that they do nothing there.
+TEST(Config, TcpOnlyOptionsWarnOnRdma) {
+  Diagnostics d;
+  load("[global]\nms_type = async+rdma\nms_inject_socket_failures = 50\nms_bind_before_connect = true\n",
+       "client.admin", d);
+  EXPECT_TRUE(has_diag(d, Severity::warning, 3, 1, "ms_inject_socket_failures = 50 has no effect on the RDMA "
+                                                  "stack (ms_type async+rdma)"));
+  EXPECT_TRUE(find_diag(d, Severity::warning, "ms_async_rdma_soft_inject_"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 4, 1, "ms_bind_before_connect = true has no effect on the RDMA"));
+  Diagnostics tcp;
+  load("[global]\nms_inject_socket_failures = 50\nms_bind_before_connect = true\n", "client.admin", tcp);
+  EXPECT_EQ(tcp.all().size(), 0u) << tcp.to_string();
+}
+
+TEST(Config, SendQueueWaterMarksAreChecked) {
+  Diagnostics d;
+  load("[global]\nms_send_queue_high_water = 1M\nms_send_queue_low_water = 2M\n", "client.admin", d);
+  EXPECT_TRUE(has_diag(d, Severity::error, 3, 1, "ms_send_queue_low_water (2097152) is above "
+                                                "ms_send_queue_high_water (1048576)"));
 }
 
 }  // namespace

@@ -78,6 +78,78 @@ TEST(Factory, LimitOptionsReachTheMessengerAndBothStacks) {
   EXPECT_EQ(d.ms_dispatch_throttle_bytes, 100u << 20);
 }
 
+// The Siphon extensions docs/{transport,messenger,rdma-transport}.md list
+// reach the structs the stacks and the messenger read; the defaults are the
+// structs' own (so the schema cannot drift from the code).
+TEST(Factory, ExtensionOptionsReachTheStacks) {
+  const Config c = load(
+      "[global]\n ms tcp keepalive = false\n ms tcp read chunk = 16K\n ms send queue high water = 8M\n"
+      " ms send queue low water = 2M\n ms inject seed = 42\n ms keepalive interval = 2.5\n"
+      " ms msgr2 rev1 = false\n ms bind prefer ipv4 = true\n ms bind before connect = true\n"
+      " ms max accept failures = 9\n"
+      " ms async rdma send queue depth = 64\n ms async rdma cq depth = 5000\n ms async rdma rnr retry = 7\n"
+      " ms async rdma retry count = 3\n ms async rdma timeout = 18\n ms async rdma cm timeout = 750\n"
+      " ms async rdma max connections = 77\n ms async rdma inline threshold = 0\n");
+  const MessengerOptions m = messenger_options(c);
+  const transport::TcpOptions& t = m.transport;
+  EXPECT_FALSE(t.tcp_keepalive);
+  EXPECT_EQ(t.tcp_read_chunk, 16u << 10);
+  EXPECT_TRUE(t.bind_prefer_ipv4);
+  EXPECT_TRUE(t.bind_before_connect);
+  EXPECT_EQ(t.max_accept_failures, 9);
+  EXPECT_EQ(m.ms_keepalive_interval, std::chrono::milliseconds(2500));
+  EXPECT_FALSE(m.ms_msgr2_rev1);
+  const rdma::RdmaOptions r = rdma_options(c);
+  for (const transport::TransportOptions& common : {t.common, r.common}) {
+    EXPECT_EQ(common.send_queue_high_water, 8u << 20);
+    EXPECT_EQ(common.send_queue_low_water, 2u << 20);
+    EXPECT_EQ(common.inject.seed, 42u);
+  }
+  EXPECT_EQ(r.send_queue_depth, 64u);
+  EXPECT_EQ(r.cq_depth, 5000u);
+  EXPECT_EQ(r.rnr_retry, 7);
+  EXPECT_EQ(r.retry_count, 3);
+  EXPECT_EQ(r.ack_timeout, 18);
+  EXPECT_EQ(r.cm_timeout, std::chrono::milliseconds(750));
+  EXPECT_EQ(r.max_connections, 77u);
+  EXPECT_EQ(r.inline_threshold, 0u);
+
+  const MessengerOptions dm = messenger_options(load(""));
+  const MessengerOptions code_m;
+  EXPECT_EQ(dm.transport.tcp_keepalive, code_m.transport.tcp_keepalive);
+  EXPECT_EQ(dm.transport.tcp_read_chunk, code_m.transport.tcp_read_chunk);
+  EXPECT_EQ(dm.transport.bind_prefer_ipv4, code_m.transport.bind_prefer_ipv4);
+  EXPECT_EQ(dm.transport.bind_before_connect, code_m.transport.bind_before_connect);
+  EXPECT_EQ(dm.transport.max_accept_failures, code_m.transport.max_accept_failures);
+  EXPECT_EQ(dm.transport.common.send_queue_high_water, code_m.transport.common.send_queue_high_water);
+  EXPECT_EQ(dm.transport.common.send_queue_low_water, code_m.transport.common.send_queue_low_water);
+  EXPECT_EQ(dm.transport.common.inject.seed, code_m.transport.common.inject.seed);
+  EXPECT_EQ(dm.ms_keepalive_interval, code_m.ms_keepalive_interval);
+  EXPECT_EQ(dm.ms_msgr2_rev1, code_m.ms_msgr2_rev1);
+  const rdma::RdmaOptions dr = rdma_options(load(""));
+  const rdma::RdmaOptions code_r;
+  EXPECT_EQ(dr.send_queue_depth, code_r.send_queue_depth);
+  EXPECT_EQ(dr.cq_depth, code_r.cq_depth);
+  EXPECT_EQ(dr.rnr_retry, code_r.rnr_retry);
+  EXPECT_EQ(dr.retry_count, code_r.retry_count);
+  EXPECT_EQ(dr.ack_timeout, code_r.ack_timeout);
+  EXPECT_EQ(dr.cm_timeout, code_r.cm_timeout);
+  EXPECT_EQ(dr.max_connections, code_r.max_connections);
+  EXPECT_EQ(dr.inline_threshold, code_r.inline_threshold);
+}
+
+// The remedies the RDMA stack's errors name are ceph.conf lines: a value set
+// in a file is what the stack built from it runs with.
+TEST(Factory, RdmaExtensionOptionsReachTheBuiltStack) {
+  const Config c = load("[global]\nms type = async+rdma\nms async rdma device name = soft0\n"
+                        "ms async rdma max connections = 1\nms async op threads = 1\n");
+  auto stack = create_stack(c, Purpose::public_network);
+  ASSERT_TRUE(stack);
+  auto* rs = dynamic_cast<rdma::RdmaStack*>(stack.get());
+  ASSERT_NE(rs, nullptr);
+  EXPECT_EQ(rs->options().max_connections, 1u);
+}
+
 TEST(Factory, MsTypeSelectsTheStack) {
   EXPECT_EQ(create_stack(load("[global]\nms type = async+posix\n"), Purpose::public_network)->type(),
             "async+posix");

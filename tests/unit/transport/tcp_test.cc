@@ -3,6 +3,7 @@
 #include "tcp_test_util.h"
 
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <netinet/tcp.h>
 
 #include <atomic>
@@ -702,6 +703,199 @@ TEST_F(TcpTest, StopWithTrafficInFlightIsClean) {
   client_.reset();
   server_.reset();
   EXPECT_EQ(p.client.conn->peer_address(), *addr);
+}
+
+
+// ---------------------------------------------------------------------------
+// ms_max_accept_failures, ms_bind_before_connect, ms_bind_prefer_ipv4
+
+std::condition_variable g_log_cv;
+
+void capture_log(log::Subsys, int, std::string_view line) noexcept {
+  std::lock_guard lock(g_log_mu);
+  g_log.emplace_back(line);
+  g_log_cv.notify_all();
+}
+
+bool wait_logged(std::string_view text, std::chrono::milliseconds timeout = 15s) {
+  std::unique_lock lock(g_log_mu);
+  return g_log_cv.wait_for(lock, timeout, [&] {
+    for (const auto& l : g_log)
+      if (l.find(text) != std::string::npos) return true;
+    return false;
+  });
+}
+
+// Uses up every free descriptor of the process (under a soft limit of at
+// most 4096) and gives them back when destroyed.
+class DescriptorExhaustion {
+ public:
+  DescriptorExhaustion() {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lower = saved_;
+    if (lower.rlim_cur == RLIM_INFINITY || lower.rlim_cur > 4096) lower.rlim_cur = 4096;
+    ::setrlimit(RLIMIT_NOFILE, &lower);
+    for (;;) {
+      const int fd = ::dup(STDERR_FILENO);
+      if (fd < 0) {
+        error_ = errno;
+        break;
+      }
+      fds_.push_back(fd);
+    }
+  }
+  ~DescriptorExhaustion() {
+    for (const int fd : fds_) ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  int error() const { return error_; }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> fds_;
+  int error_ = 0;
+};
+
+// Ceph's meaning of ms_max_accept_failures, without the abort: once accept()
+// has failed one time more than the option allows, the listener closes with
+// an error naming the cause, and connections it accepted before go on.
+TEST_F(TcpFixture, AListenerClosesAfterMaxAcceptFailuresAndItsConnectionsGoOn) {
+  TcpOptions so = test_options(1);
+  so.max_accept_failures = 2;
+  make_stacks(so, test_options(1));
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  Pair p = connect_pair(*addr);
+  ASSERT_TRUE(p.client.rec->wait_established());
+  ASSERT_TRUE(p.server.rec->wait_established());
+  {
+    std::lock_guard lock(g_log_mu);
+    g_log.clear();
+  }
+  log::set_sink(&capture_log);
+  // The client socket exists before the descriptors run out; its connection
+  // completes in the kernel and waits in the backlog, where every accept()
+  // fails with EMFILE.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  bool closed = false;
+  {
+    DescriptorExhaustion full;
+    ASSERT_EQ(full.error(), EMFILE);
+    ASSERT_EQ(::connect(fd, addr->sockaddr_ptr(), addr->sockaddr_len()), 0) << std::strerror(errno);
+    closed = wait_logged("closing this listener");
+  }
+  log::set_sink(nullptr);
+  ::close(fd);
+  ASSERT_TRUE(closed) << "the listener did not give up";
+  {
+    std::lock_guard lock(g_log_mu);
+    std::string closing;
+    int retries = 0;
+    for (const auto& l : g_log) {
+      if (l.find("closing this listener") != std::string::npos) closing = l;
+      if (l.find("tolerated") != std::string::npos) ++retries;
+    }
+    EXPECT_EQ(retries, 2) << "two failures are tolerated, the third closes";
+    EXPECT_NE(closing.find("accept failed 3 times in a row (ms_max_accept_failures = 2)"), std::string::npos)
+        << closing;
+    EXPECT_NE(closing.find(std::strerror(EMFILE)), std::string::npos) << "names the cause: " << closing;
+    EXPECT_NE(closing.find("open-file limit"), std::string::npos) << "and the fix: " << closing;
+  }
+  // The listener is gone: a new connection is refused ...
+  const auto refused = connect(*client_, *addr, nullptr);
+  EXPECT_EQ(refused.first, errc::connection_refused) << refused.first.message();
+  // ... and the connection accepted before still carries frames both ways.
+  ASSERT_FALSE(send(p.client.conn, control(proto::Tag::hello, "after")));
+  ASSERT_FALSE(send(p.server.conn, control(proto::Tag::hello, "close")));
+  ASSERT_TRUE(p.server.rec->wait_frames(1));
+  ASSERT_TRUE(p.client.rec->wait_frames(1));
+  EXPECT_EQ(p.server.rec->take_frames()[0].segments[0].to_string(), "after");
+  EXPECT_EQ(p.client.rec->take_frames()[0].segments[0].to_string(), "close");
+  EXPECT_EQ(p.server.rec->fault_count(), 0);
+}
+
+// Below the limit a failure is retried (every 100 ms) and the listener
+// accepts again once descriptors are back.
+TEST_F(TcpFixture, AcceptFailuresBelowTheLimitAreRetried) {
+  TcpOptions so = test_options(1);
+  so.max_accept_failures = 1000;
+  make_stacks(so, test_options(1));
+  const auto addr = listen();
+  ASSERT_TRUE(addr);
+  {
+    std::lock_guard lock(g_log_mu);
+    g_log.clear();
+  }
+  log::set_sink(&capture_log);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  bool failed = false;
+  {
+    DescriptorExhaustion full;
+    ASSERT_EQ(::connect(fd, addr->sockaddr_ptr(), addr->sockaddr_len()), 0) << std::strerror(errno);
+    failed = wait_logged("tolerated");
+  }
+  log::set_sink(nullptr);
+  EXPECT_TRUE(failed);
+  // Descriptors are back: the waiting connection is accepted on a retry.
+  EXPECT_TRUE(accept_next());
+  ::close(fd);
+  const auto again = connect(*client_, *addr, nullptr);
+  EXPECT_FALSE(again.first) << again.first.message();
+  EXPECT_TRUE(accept_next());
+}
+
+TEST_F(TcpFixture, BindBeforeConnectUsesTheListenersAddress) {
+  TcpOptions co = test_options(1);
+  co.bind_before_connect = true;
+  make_stacks(test_options(1), co);
+  const auto addr = listen("127.0.0.1");
+  ASSERT_TRUE(addr);
+  // Without a listener of its own the client is not bound (Ceph: a blank address).
+  auto first = connect(*client_, *addr, nullptr);
+  ASSERT_FALSE(first.first) << first.first.message();
+  ConnectionRef s1 = accept_next();
+  ASSERT_TRUE(s1);
+  EXPECT_EQ(s1->peer_address().to_string().rfind("127.0.0.1:", 0), 0u) << s1->peer_address().to_string();
+  // The client stack listens on 127.0.0.2 (any 127/8 address is local): its
+  // outgoing sockets now come from there, on a port of the kernel's choosing.
+  NetAddress own;
+  ASSERT_FALSE(client_->listen(*NetAddress::parse("127.0.0.2"), [](ConnectionRef) {}, own));
+  auto second = connect(*client_, *addr, nullptr);
+  ASSERT_FALSE(second.first) << second.first.message();
+  ConnectionRef s2 = accept_next();
+  ASSERT_TRUE(s2);
+  EXPECT_EQ(s2->peer_address().to_string().rfind("127.0.0.2:", 0), 0u) << s2->peer_address().to_string();
+  EXPECT_NE(s2->peer_address().port(), own.port());
+  EXPECT_EQ(second.second->local_address().to_string().rfind("127.0.0.2:", 0), 0u);
+  // Off (the default), the same listener changes nothing.
+  NetAddress other;
+  ASSERT_FALSE(server_->listen(*NetAddress::parse("127.0.0.3"), [](ConnectionRef) {}, other));
+  auto third = connect(*server_, *addr, nullptr);
+  ASSERT_FALSE(third.first);
+  ConnectionRef s3 = accept_next();
+  ASSERT_TRUE(s3);
+  EXPECT_EQ(s3->peer_address().to_string().rfind("127.0.0.1:", 0), 0u) << s3->peer_address().to_string();
+}
+
+TEST(TcpStackSetup, PreferIpv4ChoosesTheFamilyWhenBothAreAllowed) {
+  for (const bool prefer_v4 : {false, true}) {
+    TcpOptions o = test_options(1);
+    o.bind_ipv4 = true;
+    o.bind_ipv6 = true;
+    o.bind_prefer_ipv4 = prefer_v4;
+    TcpStack stack(o);
+    stack.start();
+    NetAddress bound;
+    const auto ec = stack.listen(NetAddress{}, [](ConnectionRef) {}, bound);
+    if (!prefer_v4 && (ec == errc::address_invalid || ec == errc::not_supported)) GTEST_SKIP() << "no IPv6 here";
+    ASSERT_FALSE(ec) << ec.message();
+    EXPECT_EQ(bound.is_ipv4(), prefer_v4) << bound.to_string();
+    EXPECT_EQ(bound.is_ipv6(), !prefer_v4) << bound.to_string();
+    EXPECT_TRUE(bound.is_any());
+    stack.stop();
+  }
 }
 
 }  // namespace
