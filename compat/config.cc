@@ -384,16 +384,18 @@ void Config::check_cross(Diagnostics& diags) const {
   const MsTypes types = ms_types();
   if (types.public_type.stack == MsType::Stack::rdma || types.cluster_type.stack == MsType::Stack::rdma) {
     for (const Opt o : {Opt::ms_inject_socket_failures, Opt::ms_inject_delay_probability,
-                        Opt::ms_bind_before_connect, Opt::ms_max_accept_failures}) {
+                        Opt::ms_inject_corruption_probability, Opt::ms_bind_before_connect,
+                        Opt::ms_max_accept_failures}) {
+      const bool injection = o == Opt::ms_inject_socket_failures || o == Opt::ms_inject_delay_probability ||
+                             o == Opt::ms_inject_corruption_probability;
       if (sources_[index(o)].kind == ValueSource::Kind::default_value) continue;
       if (value_string(o) == value_to_string(o, default_value(o))) continue;
       diags.warning(where(o), fmt::format("{} = {} has no effect on the RDMA stack (ms_type {}): it applies to "
                                           "async+posix only{}", schema(o).name, value_string(o),
                                           get<Opt::ms_type>(),
-                                          o == Opt::ms_inject_socket_failures || o == Opt::ms_inject_delay_probability
-                                              ? "; the software fabric injects faults with "
-                                                "ms_async_rdma_soft_inject_*"
-                                              : ""));
+                                          injection ? "; the software fabric injects faults with "
+                                                      "ms_async_rdma_soft_inject_*"
+                                                    : ""));
     }
   }
   if (get<Opt::ms_async_rdma_inline_threshold>() > get<Opt::ms_async_rdma_buffer_size>())

@@ -527,12 +527,14 @@ TEST(Config, AuthListsWithoutNone) {
 // TCP-only options set for an RDMA stack say that they do nothing there.
 TEST(Config, TcpOnlyOptionsWarnOnRdma) {
   Diagnostics d;
-  load("[global]\nms_type = async+rdma\nms_inject_socket_failures = 50\nms_bind_before_connect = true\n",
+  load("[global]\nms_type = async+rdma\nms_inject_socket_failures = 50\nms_bind_before_connect = true\n"
+       "ms_inject_corruption_probability = 0.01\n",
        "client.admin", d);
   EXPECT_TRUE(has_diag(d, Severity::warning, 3, 1, "ms_inject_socket_failures = 50 has no effect on the RDMA "
                                                   "stack (ms_type async+rdma)"));
   EXPECT_TRUE(find_diag(d, Severity::warning, "ms_async_rdma_soft_inject_"));
   EXPECT_TRUE(has_diag(d, Severity::warning, 4, 1, "ms_bind_before_connect = true has no effect on the RDMA"));
+  EXPECT_TRUE(has_diag(d, Severity::warning, 5, 1, "ms_inject_corruption_probability = 0.010000 has no effect on the RDMA"));
   Diagnostics tcp;
   load("[global]\nms_inject_socket_failures = 50\nms_bind_before_connect = true\n", "client.admin", tcp);
   EXPECT_EQ(tcp.all().size(), 0u) << tcp.to_string();
