@@ -134,8 +134,10 @@ run_fault() {
   # is applied per connection"): a GID pinned by value, SL 5, TOS 104 and
   # the path MTU capped at 1024 (rxe0's active MTU is 4096).
   cp "$work/rdma.conf" "$work/fault-server.conf"
+  # debug_ms is 0/0 (Ceph's default) and governs the RDMA stack's log too;
+  # debug_ms_rdma = 1 shows the level-1 line that reports the applied path.
   printf '%s\n' "ms_async_rdma_local_gid = ::ffff:$ADDR" "ms_async_rdma_sl = 5" "ms_async_rdma_dscp = 104" \
-    "ms_async_rdma_path_mtu = 1024" >>"$work/fault-server.conf"
+    "ms_async_rdma_path_mtu = 1024" "debug_ms_rdma = 1" >>"$work/fault-server.conf"
   start_server fault 6801 "$work/fault-server.conf"
   # The client faults a connection that received nothing for 2 s.
   cp "$work/fault-server.conf" "$work/fault.conf"
