@@ -113,9 +113,21 @@ std::unique_ptr<VerbsDevice> VerbsDevice::open(std::shared_ptr<ContextRef> ctx,
 }
 
 std::error_code VerbsDevice::query_port(std::uint8_t port, PortAttr& out) const {
-  if (port == 0 || port > attr_.phys_port_cnt) return errc::invalid_argument;
+  if (auto ec = check_port_number(port, attr_.phys_port_cnt)) return ec;
   ibv_port_attr pa{};
   if (const int rc = ::ibv_query_port(ctx_->ctx, port, &pa); rc != 0) return setup_error(rc);
+  const RawPortAnswer raw{static_cast<int>(pa.state), static_cast<int>(pa.max_mtu),
+                          static_cast<int>(pa.active_mtu), static_cast<int>(pa.link_layer),
+                          pa.gid_tbl_len};
+  if (const char* problem = port_answer_problem(raw)) {
+    SIPHON_LOG(rdma, 1,
+               "verbs: {} port {}: ibv_query_port returned an answer no device gives ({}: state {}, "
+               "MTU {}/{}, link layer {}, {} GIDs); ignoring the port (a driver that did not "
+               "answer, or a broken device)",
+               attr_.name, port, problem, static_cast<int>(pa.state), static_cast<int>(pa.active_mtu),
+               static_cast<int>(pa.max_mtu), static_cast<int>(pa.link_layer), pa.gid_tbl_len);
+    return errc::io_error;
+  }
   out.state = port_state_from_ibv(pa.state);
   out.max_mtu = mtu_from_ibv(pa.max_mtu);
   out.active_mtu = mtu_from_ibv(pa.active_mtu);
@@ -143,9 +155,9 @@ std::error_code VerbsDevice::query_gids(std::uint8_t port, std::vector<GidEntry>
   // The whole table in one call (ioctl, or libibverbs' sysfs fallback); it
   // holds every port's entries, so size it for all ports.
   std::size_t slots = 0;
-  for (std::uint8_t p = 1; p <= attr_.phys_port_cnt; ++p) {
+  for (unsigned p = 1; p <= attr_.phys_port_cnt; ++p) {  // not u8: 255 ports must end
     PortAttr other;
-    if (!query_port(p, other)) slots += other.gid_tbl_len;
+    if (!query_port(static_cast<std::uint8_t>(p), other)) slots += other.gid_tbl_len;
   }
   std::vector<ibv_gid_entry> table(std::max<std::size_t>(slots, 1));
   const ssize_t n = ::ibv_query_gid_table(ctx_->ctx, table.data(), table.size(), 0);

@@ -168,6 +168,22 @@ std::size_t max_private_data(CmPrivateData use) noexcept {
   return 0;
 }
 
+std::error_code check_port_number(std::uint8_t port, std::uint8_t phys_port_cnt) noexcept {
+  if (port == 0 || port > phys_port_cnt) return errc::invalid_argument;
+  return {};
+}
+
+const char* port_answer_problem(const RawPortAnswer& a) noexcept {
+  if (a.state < IBV_PORT_DOWN || a.state > IBV_PORT_ACTIVE_DEFER) return "undefined port state";
+  if (a.max_mtu < IBV_MTU_256 || a.max_mtu > IBV_MTU_4096) return "max MTU out of range";
+  if (a.active_mtu < IBV_MTU_256 || a.active_mtu > IBV_MTU_4096) return "active MTU out of range";
+  if (a.link_layer != IBV_LINK_LAYER_UNSPECIFIED && a.link_layer != IBV_LINK_LAYER_INFINIBAND &&
+      a.link_layer != IBV_LINK_LAYER_ETHERNET)
+    return "unknown link layer";
+  if (a.gid_tbl_len <= 0) return "empty GID table";
+  return nullptr;
+}
+
 namespace detail {
 
 ibv_mtu to_ibv(Mtu m) noexcept { return static_cast<ibv_mtu>(static_cast<int>(m)); }

@@ -225,6 +225,27 @@ std::optional<int> ibv_access(std::uint32_t access) noexcept;
 // The IB state table (C10-9): may a QP go from `from` to `to`?
 bool is_valid_transition(QpState from, QpState to) noexcept;
 
+// A port number the device can answer for: 1..phys_port_cnt (a device that
+// reports no ports has none), else invalid_argument. Checked before any
+// command goes to the device, so the answer never depends on a response.
+std::error_code check_port_number(std::uint8_t port, std::uint8_t phys_port_cnt) noexcept;
+// ibv_query_port's answer in rdma-core's numbering (enum ibv_port_state,
+// enum ibv_mtu, IBV_LINK_LAYER_*).
+struct RawPortAnswer {
+  int state = 0;
+  int max_mtu = 0;
+  int active_mtu = 0;
+  int link_layer = 0;
+  int gid_tbl_len = 0;
+};
+// Why an answer is one no device gives (an undefined state or NOP, an MTU
+// outside 256..4096, an unknown link layer, an empty GID table), or nullptr
+// when it is plausible. rdma-core copies the kernel's response into the
+// caller's struct from its own stack buffer, so a device (or a fake one)
+// that never wrote its response leaves indeterminate values behind; the
+// provider refuses such an answer (errc::io_error) instead of acting on it.
+const char* port_answer_problem(const RawPortAnswer& a) noexcept;
+
 // enum rdma_cm_event_type -> CmEventType; nullopt for events the seam does
 // not carry (multicast join/error, address change, connect response), which
 // the provider handles itself.

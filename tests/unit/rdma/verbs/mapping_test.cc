@@ -217,6 +217,52 @@ TEST(VerbsHelpers, Mtus) {
   EXPECT_EQ(cap_mtu(Mtu::mtu2048, 0), Mtu::mtu2048);
 }
 
+TEST(VerbsPorts, PortNumbersAreCheckedAgainstTheDevicesCount) {
+  // Decided before any command reaches the device: the same answer at every
+  // optimisation level, whatever a device leaves in its responses.
+  EXPECT_EQ(check_port_number(0, 2), errc::invalid_argument);
+  EXPECT_FALSE(check_port_number(1, 2));
+  EXPECT_FALSE(check_port_number(2, 2));
+  EXPECT_EQ(check_port_number(3, 2), errc::invalid_argument);
+  EXPECT_EQ(check_port_number(255, 254), errc::invalid_argument);
+  EXPECT_FALSE(check_port_number(255, 255));
+  // A device that reports no ports is refused for every port number.
+  for (unsigned p = 0; p <= 255; ++p)
+    EXPECT_EQ(check_port_number(static_cast<std::uint8_t>(p), 0), errc::invalid_argument) << p;
+}
+
+TEST(VerbsPorts, AnswersNoDeviceGivesAreRefused) {
+  // rdma-core's numbering: IBV_PORT_DOWN 1 .. IBV_PORT_ACTIVE_DEFER 5,
+  // IBV_MTU_256 1 .. IBV_MTU_4096 5, link layer 0 unspecified, 1 IB, 2 Ethernet.
+  const RawPortAnswer rxe{4, 5, 3, 2, 1024};  // rxe0 as captured (rdma-samples/)
+  EXPECT_EQ(port_answer_problem(rxe), nullptr);
+  const RawPortAnswer ib{4, 5, 5, 1, 128};
+  EXPECT_EQ(port_answer_problem(ib), nullptr);
+  const RawPortAnswer down{1, 5, 1, 2, 256};  // a down port is a real answer
+  EXPECT_EQ(port_answer_problem(down), nullptr);
+
+  // What a device that never wrote its response can leave behind.
+  const RawPortAnswer zeros{};
+  EXPECT_STREQ(port_answer_problem(zeros), "undefined port state");
+  RawPortAnswer a = rxe;
+  a.state = 6;
+  EXPECT_STREQ(port_answer_problem(a), "undefined port state");
+  a = rxe;
+  a.max_mtu = 0;
+  EXPECT_STREQ(port_answer_problem(a), "max MTU out of range");
+  a = rxe;
+  a.active_mtu = 6;
+  EXPECT_STREQ(port_answer_problem(a), "active MTU out of range");
+  a = rxe;
+  a.link_layer = 3;
+  EXPECT_STREQ(port_answer_problem(a), "unknown link layer");
+  a = rxe;
+  a.gid_tbl_len = 0;
+  EXPECT_STREQ(port_answer_problem(a), "empty GID table");
+  a.gid_tbl_len = -7;
+  EXPECT_STREQ(port_answer_problem(a), "empty GID table");
+}
+
 TEST(VerbsHelpers, DescribeGidsIsBounded) {
   std::vector<GidEntry> many(20);
   for (std::uint32_t i = 0; i < many.size(); ++i) {
