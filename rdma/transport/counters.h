@@ -24,6 +24,11 @@ struct RdmaCounters {
   C rdma_reads{0}, transfer_registrations{0};
   C send_buffer_stalls{0};
   C srq_refusals{0};  // connections refused: their worker's SRQ was fully reserved
+  // Connections faulted because the peer broke the credit protocol: a data
+  // SEND without a credit, or more explicit updates than its update slots.
+  C credit_violations{0};
+  // SENDs whose header (or read_request descriptors) failed their CRC32C.
+  C header_crc_errors{0};
 
   // name -> value, for logging and tests.
   std::map<std::string, std::uint64_t> snapshot() const;

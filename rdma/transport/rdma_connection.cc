@@ -134,6 +134,9 @@ std::error_code RdmaConnection::create_qp() {
   sq_depth_ = std::max<std::uint32_t>(qp_->caps().max_send_wr, 2) - 1;
   max_inline_ = qp_->caps().max_inline_data;
   local_ = id_->local_address();
+  // Receive-side credit enforcement holds from the first receive; the
+  // peer's grant is set when the connection is established.
+  credits_.emplace(0, shared_.window());
   worker_.add_qp(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
   return post_initial_receives();
 }
@@ -253,7 +256,10 @@ void RdmaConnection::accept_request(const ConnectInfo& peer_info, transport::Acc
 
 void RdmaConnection::established(const ConnectInfo& peer) {
   if (peer.recv_buffer_size < 1024) return fail_setup(errc::malformed_frame, "peer receive buffers too small");
-  credits_.emplace(peer.credits, shared_.window());
+  if (!credits_) credits_.emplace(0, shared_.window());
+  // The peer's update slots (1..64, checked by ConnectInfo::decode) are
+  // honoured: with 1 our explicit updates wait for a whole window (credits.h).
+  credits_->peer_granted(peer.credits, peer.update_slots);
   state_ = State::established;
   counted_active_ = true;
   shared_.counters.connections_active.fetch_add(1, std::memory_order_relaxed);
@@ -325,7 +331,7 @@ void RdmaConnection::begin_drain() {
   // SRQ mode: receives held while paused belong to the worker's SRQ; they
   // go back now (the flush of the QP does not return SRQ receives).
   if (worker_.srq() != nullptr) {
-    for (auto& [wc, ctx] : held_) worker_.srq_repost(ctx);
+    for (auto& held : held_) worker_.srq_repost(held.ctx);
     held_.clear();
   }
   outq_.clear();

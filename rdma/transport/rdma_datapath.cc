@@ -9,7 +9,10 @@
 // registered for remote read just for this transfer, the peer pulls it with
 // RDMA READ into its own pool, and its read_done revokes the registration.
 //
-// Inbound, every SEND is parsed, its credits applied and its receive buffer
+// Inbound, every SEND's header is CRC-checked and parsed, and the peer's use
+// of our credits and update slots checked, when its completion arrives
+// (credits.h, Enforcement: a receive held while paused is consumed all the
+// same); then, unless paused, its credits are applied and its receive buffer
 // re-posted at once (stream bytes are copied out; they are small). Stream
 // bytes and pulled bulk data are fed, in order, to the same banner parser and
 // FrameDecoder the TCP stack uses, so frame boundaries and CRCs are checked
@@ -79,6 +82,7 @@ void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
     // Back on the SRQ: the reservation this connection holds is whole again.
     worker_.srq_repost(ctx);
     if (data_class) credits_->on_data_reposted();
+    else credits_->on_update_reposted();
     return;
   }
   const Sge sge{reinterpret_cast<std::uint64_t>(ctx->buf->data()), static_cast<std::uint32_t>(ctx->buf->capacity()),
@@ -91,6 +95,7 @@ void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
   }
   ++posted_recvs_;
   if (data_class) credits_->on_data_reposted();
+  else credits_->on_update_reposted();
 }
 
 // ---------------------------------------------------------------- start
@@ -118,9 +123,9 @@ void RdmaConnection::pause_receive(bool paused) {
   deliver_frames();
   drain_inbound();
   while (!held_.empty() && !paused_ && handler_ != nullptr) {
-    auto [wc, ctx] = held_.front();
+    const Held held = held_.front();
     held_.pop_front();
-    process_recv(wc, ctx);  // feeds what it can (drain_inbound)
+    process_recv(held.wc, held.ctx, held.h);  // feeds what it can (drain_inbound)
   }
 }
 
@@ -277,6 +282,7 @@ void RdmaConnection::pump() {
           d.encode(out + payload);
           payload += ReadDescriptor::kSize;
         }
+        payload = static_cast<std::uint32_t>(ReadDescriptor::seal(out, item.regions.size()));
         queued_bytes_ -= item.length;
         outq_.pop_front();
         break;
@@ -379,22 +385,43 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
       fault(to_error(wc.status), fmt::format("receive completed with {}", to_string(wc.status)));
     return;
   }
-  if (paused_ || !started_) {
-    held_.emplace_back(wc, ctx);  // not re-posted: no credits go back while paused
-    return;
-  }
-  process_recv(wc, ctx);
-}
-
-void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
+  // At arrival, paused or not: this receive is consumed now, so this is the
+  // moment the peer's right to it is checked (credits.h, Enforcement). The
+  // header is checked before anything in it is used.
   const auto* p = reinterpret_cast<const std::uint8_t*>(ctx->buf->data());
   const std::size_t received = std::min<std::size_t>(wc.byte_len, ctx->buf->capacity());
   SendHeader h;
   std::string_view why;
   if (const auto ec = SendHeader::decode({p, received}, h, &why)) {
     drop_recv(ctx);
+    if (ec == errc::bad_crc) {
+      shared_.counters.header_crc_errors.fetch_add(1, std::memory_order_relaxed);
+      return fault(ec, fmt::format("damaged SEND from the peer: {}", why));
+    }
     return fault(ec, fmt::format("malformed SEND from the peer: {}", why));
   }
+  const bool update = h.type == SendType::credit_update;
+  if (!(update ? credits_->on_update_arrived() : credits_->on_data_arrived())) {
+    drop_recv(ctx);  // SRQ mode: straight back on the SRQ
+    shared_.counters.credit_violations.fetch_add(1, std::memory_order_relaxed);
+    return fault(errc::out_of_credits,
+                 update ? fmt::format("credit violation: the peer sent a credit update with all {} of its update "
+                                      "slots still held",
+                                      kUpdateSlots)
+                        : fmt::format("credit violation: the peer sent a data SEND without a credit (all {} "
+                                      "credits granted are outstanding)",
+                                      credits_->my_window()));
+  }
+  if (paused_ || !started_) {
+    held_.push_back({wc, ctx, h});  // not re-posted: no credits go back while paused
+    return;
+  }
+  process_recv(wc, ctx, h);
+}
+
+void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx, const SendHeader& h) {
+  const auto* p = reinterpret_cast<const std::uint8_t*>(ctx->buf->data());
+  const std::size_t received = std::min<std::size_t>(wc.byte_len, ctx->buf->capacity());
   shared_.counters.rx_sends.fetch_add(1, std::memory_order_relaxed);
   if (!credits_->on_returned(h.credits_returned)) {
     drop_recv(ctx);
@@ -410,7 +437,7 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx) {
       auto t = std::make_unique<InTransfer>();
       t->id = h.id;
       t->length = h.length;
-      const std::size_t n = (received - SendHeader::kSize) / ReadDescriptor::kSize;
+      const std::size_t n = (received - SendHeader::kSize - ReadDescriptor::kCrcSize) / ReadDescriptor::kSize;
       std::uint64_t total = 0;
       bool ok = n <= kMaxDescriptors;
       for (std::size_t i = 0; ok && i < n; ++i) {

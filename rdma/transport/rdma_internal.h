@@ -322,7 +322,7 @@ class RdmaConnection final : public transport::Connection {
   void drain_inbound();
   void feed(BufferList&& bytes);
   void deliver_frames();
-  void process_recv(const Wc& wc, WrCtx* ctx);
+  void process_recv(const Wc& wc, WrCtx* ctx, const SendHeader& h);
   void maybe_writable();
   void schedule_retry();
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
@@ -389,7 +389,12 @@ class RdmaConnection final : public transport::Connection {
 
   // inbound
   std::uint32_t posted_recvs_ = 0;
-  std::deque<std::pair<Wc, WrCtx*>> held_;  // completions held while paused
+  struct Held {
+    Wc wc;
+    WrCtx* ctx;
+    SendHeader h;  // decoded and checked at arrival
+  };
+  std::deque<Held> held_;  // completions held while paused
   struct InItem {
     BufferList bytes;
     std::unique_ptr<InTransfer> transfer;  // set: bulk bytes pulled by READ

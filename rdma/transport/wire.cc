@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "msgr/base/crc32c.h"
 #include "msgr/base/error.h"
 
 namespace siphon::rdma {
@@ -33,6 +34,11 @@ std::error_code bad(std::string_view* reason, std::string_view why) noexcept {
   if (reason != nullptr) *reason = why;
   return errc::malformed_frame;
 }
+
+constexpr std::size_t kHeaderFields = 16;  // SendHeader bytes the CRC covers
+static_assert(SendHeader::kSize == kHeaderFields + 4);
+
+std::uint32_t wire_crc(const std::uint8_t* p, std::size_t n) noexcept { return crc32c(0xFFFFFFFFu, p, n); }
 
 }  // namespace
 
@@ -114,11 +120,17 @@ void SendHeader::encode(std::uint8_t* p) const noexcept {
   put16(p + 2, credits_returned);
   put32(p + 4, length);
   put64(p + 8, id);
+  put32(p + kHeaderFields, wire_crc(p, kHeaderFields));
 }
 
 std::error_code SendHeader::decode(std::span<const std::uint8_t> b, SendHeader& out,
                                    std::string_view* reason) noexcept {
-  if (b.size() < kSize) return bad(reason, "SEND shorter than its 16-byte header");
+  if (b.size() < kSize) return bad(reason, "SEND shorter than its 20-byte header");
+  // The CRC first: nothing of a damaged header is looked at.
+  if (get32(&b[kHeaderFields]) != wire_crc(b.data(), kHeaderFields)) {
+    if (reason != nullptr) *reason = "SEND header CRC mismatch";
+    return errc::bad_crc;
+  }
   const std::uint8_t t = b[0];
   if (t < static_cast<std::uint8_t>(SendType::stream) || t > static_cast<std::uint8_t>(SendType::credit_update))
     return bad(reason, "unknown SEND type");
@@ -134,11 +146,17 @@ std::error_code SendHeader::decode(std::span<const std::uint8_t> b, SendHeader& 
       if (h.length != payload) return bad(reason, "stream SEND length disagrees with bytes received");
       if (h.length == 0) return bad(reason, "empty stream SEND");
       break;
-    case SendType::read_request:
-      if (payload == 0 || payload % ReadDescriptor::kSize != 0)
+    case SendType::read_request: {
+      if (payload <= ReadDescriptor::kCrcSize || (payload - ReadDescriptor::kCrcSize) % ReadDescriptor::kSize != 0)
         return bad(reason, "read request without whole descriptors");
+      const std::size_t n = payload - ReadDescriptor::kCrcSize;
+      if (get32(&b[kSize + n]) != wire_crc(&b[kSize], n)) {
+        if (reason != nullptr) *reason = "read request descriptors CRC mismatch";
+        return errc::bad_crc;
+      }
       if (h.length == 0) return bad(reason, "read request for zero bytes");
       break;
+    }
     case SendType::read_done:
     case SendType::credit_update:
       if (payload != 0 || h.length != 0) return bad(reason, "control SEND with a payload");
@@ -156,6 +174,11 @@ void ReadDescriptor::encode(std::uint8_t* p) const noexcept {
 
 ReadDescriptor ReadDescriptor::decode(const std::uint8_t* p) noexcept {
   return {get64(p), get32(p + 8), get32(p + 12)};
+}
+
+std::size_t ReadDescriptor::seal(std::uint8_t* first, std::size_t n) noexcept {
+  put32(first + n * kSize, wire_crc(first, n * kSize));
+  return n * kSize + kCrcSize;
 }
 
 }  // namespace siphon::rdma

@@ -3,10 +3,16 @@
 //   ConnectInfo  the rdma-cm private data exchanged at connect and accept
 //                (versioned, 32 bytes; RC private data holds at most 56);
 //   RejectInfo   the private data of a reject, carrying a reason code;
-//   SendHeader   the 16-byte header at the start of every SEND.
+//   SendHeader   the 20-byte header at the start of every SEND, sealed by a
+//                CRC32C; a read_request's descriptors carry their own.
 //
 // All integers little-endian. Decoders validate everything a peer sends and
-// return an error naming the problem; they never trust a length.
+// return an error naming the problem; they never trust a length, and they
+// check the CRCs before reading any field (a damaged header is never acted
+// on: its credits are not applied, its lengths not trusted).
+//
+// Version 2 added the CRCs (version 1 had a 16-byte header and bare
+// descriptors); a version-1 peer is refused at connect.
 #pragma once
 
 #include <array>
@@ -19,13 +25,13 @@
 namespace siphon::rdma {
 
 inline constexpr std::uint32_t kWireMagic = 0x31485053;  // "SPH1"
-inline constexpr std::uint8_t kWireVersion = 1;
+inline constexpr std::uint8_t kWireVersion = 2;
 
 struct ConnectInfo {
   static constexpr std::size_t kSize = 32;
   std::uint8_t version = kWireVersion;
   std::uint8_t flags = 0;               // kFlagSrq
-  std::uint16_t update_slots = 0;       // receives reserved for credit updates
+  std::uint16_t update_slots = 0;       // receives reserved for credit updates (credits.h)
   std::uint32_t credits = 0;            // data receive buffers granted to the peer
   std::uint32_t recv_buffer_size = 0;   // bytes of each of those buffers
   std::uint32_t max_inline = 0;         // informational: the sender's inline limit
@@ -67,32 +73,46 @@ struct RejectInfo {
 enum class SendType : std::uint8_t {
   stream = 1,        // msgr2 stream bytes (banner, frames), possibly part of a frame
   read_request = 2,  // the next `length` stream bytes are to be pulled by RDMA READ:
-                     // payload = ReadDescriptor[]
+                     // payload = ReadDescriptor[n], then crc32c of them (u32)
   read_done = 3,     // transfer `id` has been pulled; the sender may release it
   credit_update = 4, // header only; uses an update slot, not a data credit
 };
 
+// Bytes 0..15 are the fields below, 16..19 crc32c(0xFFFFFFFF, bytes 0..15).
+// The CRC covers the header only (stream bytes are msgr2's, under its own
+// CRCs or AEAD): its coverage does not depend on any field it protects, so
+// every single-bit (and every burst of up to 32 bits) error in the header is
+// detected.
 struct SendHeader {
-  static constexpr std::size_t kSize = 16;
+  static constexpr std::size_t kSize = 20;
   SendType type = SendType::stream;
   std::uint8_t flags = 0;  // reserved, 0
   std::uint16_t credits_returned = 0;
   std::uint32_t length = 0;  // payload bytes after the header (read_request: stream bytes pulled)
   std::uint64_t id = 0;      // read_request / read_done: transfer id
 
+  // Writes the header and its CRC.
   void encode(std::uint8_t* out) const noexcept;
+  // errc::bad_crc when the header's (or a read_request's descriptors') CRC
+  // does not match; errc::malformed_frame for anything else.
   static std::error_code decode(std::span<const std::uint8_t> bytes, SendHeader& out,
                                 std::string_view* reason = nullptr) noexcept;
 };
 
-// One remote region to pull, in a read_request payload.
+// One remote region to pull, in a read_request payload. The payload is n
+// descriptors followed by kCrcSize bytes: crc32c(0xFFFFFFFF, the n * kSize
+// descriptor bytes), checked by SendHeader::decode.
 struct ReadDescriptor {
   static constexpr std::size_t kSize = 16;
+  static constexpr std::size_t kCrcSize = 4;
   std::uint64_t addr = 0;
   std::uint32_t rkey = 0;
   std::uint32_t length = 0;
   void encode(std::uint8_t* out) const noexcept;
   static ReadDescriptor decode(const std::uint8_t* in) noexcept;
+  // Writes the CRC of the `n` descriptors at `first` right after them;
+  // returns the payload size, n * kSize + kCrcSize.
+  static std::size_t seal(std::uint8_t* first, std::size_t n) noexcept;
 };
 
 }  // namespace siphon::rdma

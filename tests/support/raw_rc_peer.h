@@ -27,7 +27,8 @@ class RawRcPeer {
     std::size_t mem_bytes = 0;        // the whole registered area
     std::size_t recv_offset = 0;      // the first receive buffer
     std::uint32_t recv_size = 4096;   // each receive buffer; advertised as recv_buffer_size
-    std::uint32_t credits = 8;        // advertised; kUpdateSlots more receives are posted
+    std::uint32_t credits = 8;        // advertised; update_slots more receives are posted
+    std::uint16_t update_slots = rdma::kUpdateSlots;  // advertised
   };
 
   RawRcPeer(rdma::Provider& prov, const Layout& l) : prov_(prov), layout_(l), mem_(l.mem_bytes) {}
@@ -40,7 +41,7 @@ class RawRcPeer {
   RawRcPeer& operator=(const RawRcPeer&) = delete;
 
   // The receive slots posted (receive wr_id = slot number).
-  std::uint32_t slots() const { return layout_.credits + rdma::kUpdateSlots; }
+  std::uint32_t slots() const { return layout_.credits + layout_.update_slots; }
 
   // Resolves, creates the QP, posts every receive slot and connects with our
   // ConnectInfo; on success server_info() is the server's.
@@ -70,7 +71,7 @@ class RawRcPeer {
     for (std::uint32_t i = 0; i < slots(); ++i)
       if ((ec = post_recv(i))) return fail("post_recv", ec);
     ConnectInfo mine;
-    mine.update_slots = kUpdateSlots;
+    mine.update_slots = layout_.update_slots;
     mine.credits = layout_.credits;
     mine.recv_buffer_size = layout_.recv_size;
     ConnParam param;

@@ -717,8 +717,9 @@ TEST_F(Hostile, PeerAdvertisesMemoryItNeverRegistered) {
     d.length = 4096;
     d.addr = lie == 0 ? link.region_addr(0) : link.region_addr(0) + (1u << 20);
     d.rkey = lie == 0 ? link.rkey() + 0x100 : link.rkey();
-    std::uint8_t bytes[rdma::ReadDescriptor::kSize];
+    std::uint8_t bytes[rdma::ReadDescriptor::kSize + rdma::ReadDescriptor::kCrcSize];
     d.encode(bytes);
+    rdma::ReadDescriptor::seal(bytes, 1);  // a well-formed lie: its CRC is right
     // A flushed completion still counts as sent: our QP errs when the
     // server's READ is refused by our responder.
     (void)link.send_raw(rdma::SendType::read_request, d.length, 1, bytes);

@@ -40,11 +40,45 @@ TEST(Credits, OwedIsPiggybackedAndUpdatesFollowTheRule) {
   EXPECT_TRUE(c.should_send_update(true)) << "data queued but no credits: must update";
 }
 
+TEST(Credits, UpdateThresholdFollowsThePeersUpdateSlots) {
+  EXPECT_EQ(CreditState(8, 8).update_threshold(), 4u) << "2 slots: half a window";
+  EXPECT_EQ(CreditState(8, 7, 2).update_threshold(), 4u) << "ceil(7 / 2)";
+  EXPECT_EQ(CreditState(8, 8, 1).update_threshold(), 8u) << "1 slot: the whole window";
+  EXPECT_EQ(CreditState(8, 8, 64).update_threshold(), 4u) << "we use no more slots than we grant";
+  CreditState c(0, 8);
+  c.peer_granted(16, 1);
+  EXPECT_EQ(c.credits(), 16u);
+  EXPECT_EQ(c.update_threshold(), 8u);
+}
+
+TEST(Credits, TheReceiverCountsThePeersDataAndUpdatesAtArrival) {
+  CreditState c(8, 4);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(c.on_data_arrived());
+  EXPECT_FALSE(c.on_data_arrived()) << "a fifth data SEND without a credit returned";
+  // Processed and re-posted is not enough: the credit must have gone back.
+  c.on_data_reposted();
+  c.on_data_reposted();
+  EXPECT_FALSE(c.on_data_arrived());
+  EXPECT_EQ(c.take_owed(), 2u);
+  EXPECT_EQ(c.data_outstanding(), 2u);
+  EXPECT_TRUE(c.on_data_arrived());
+  EXPECT_TRUE(c.on_data_arrived());
+  EXPECT_FALSE(c.on_data_arrived());
+  // Updates: kUpdateSlots held at most; a slot re-posted frees one.
+  for (std::uint32_t i = 0; i < kUpdateSlots; ++i) ASSERT_TRUE(c.on_update_arrived());
+  EXPECT_FALSE(c.on_update_arrived());
+  c.on_update_reposted();
+  EXPECT_TRUE(c.on_update_arrived());
+  EXPECT_FALSE(c.on_update_arrived());
+}
+
 // Two endpoints exchanging messages over a reliable in-order wire, each with
-// `window` data receives and kUpdateSlots update receives posted, driven by
+// `window` data receives and `slots` update receives posted, driven by
 // random schedules. Checks that a SEND never arrives without a matching
-// receive posted (an RNR on hardware), that credits stay consistent, and
-// that nothing deadlocks while messages are queued.
+// receive posted (an RNR on hardware), that the receiver's enforcement
+// (on_data_arrived / on_update_arrived) never faults a peer that follows the
+// protocol, that credits stay consistent, and that nothing deadlocks while
+// messages are queued.
 struct Endpoint {
   CreditState credits;
   std::uint32_t posted_data, posted_slots;
@@ -55,7 +89,7 @@ struct Endpoint {
   };
   std::deque<Arrived> arrived;       // completions not yet processed
   std::uint64_t delivered = 0;
-  explicit Endpoint(std::uint32_t w) : credits(w, w), posted_data(w), posted_slots(kUpdateSlots) {}
+  Endpoint(std::uint32_t w, std::uint32_t slots) : credits(w, w, slots), posted_data(w), posted_slots(slots) {}
 };
 
 struct InFlight {
@@ -72,8 +106,9 @@ std::string state(const Endpoint (&ep)[2]) {
   return st;
 }
 
-void run_simulation(std::uint32_t window, std::uint64_t seed, std::uint64_t messages_each) {
-  Endpoint ep[2] = {Endpoint(window), Endpoint(window)};
+void run_simulation(std::uint32_t window, std::uint64_t seed, std::uint64_t messages_each,
+                    std::uint32_t slots = kUpdateSlots) {
+  Endpoint ep[2] = {Endpoint(window, slots), Endpoint(window, slots)};
   std::deque<InFlight> wire[2];  // wire[i]: in flight towards endpoint i
   std::mt19937_64 rng(seed);
   std::uint64_t to_send[2] = {messages_each, messages_each};
@@ -107,6 +142,9 @@ void run_simulation(std::uint32_t window, std::uint64_t seed, std::uint64_t mess
         ASSERT_GT(posted, 0u) << "RNR: a SEND arrived with no receive posted (window " << window
                               << " seed " << seed << ")" << state(ep);
         --posted;
+        ASSERT_TRUE(f.update ? me.credits.on_update_arrived() : me.credits.on_data_arrived())
+            << "a correct peer was caught by the enforcement (window " << window << " slots " << slots << " seed "
+            << seed << ")" << state(ep);
         me.arrived.push_back({f.update, f.credits});
         progress = true;
         break;
@@ -118,6 +156,7 @@ void run_simulation(std::uint32_t window, std::uint64_t seed, std::uint64_t mess
           ASSERT_TRUE(me.credits.on_returned(a.credits)) << "over-return";
           if (a.update) {
             ++me.posted_slots;
+            me.credits.on_update_reposted();
           } else {
             ++me.posted_data;
             me.credits.on_data_reposted();
@@ -140,6 +179,13 @@ void run_simulation(std::uint32_t window, std::uint64_t seed, std::uint64_t mess
 TEST(Credits, RandomSchedulesNeverDeadlockOrOverrunReceives) {
   for (std::uint32_t window : {2u, 3u, 4u, 5u, 8u, 32u})
     for (std::uint64_t seed = 1; seed <= 30; ++seed) run_simulation(window, seed, 2000);
+}
+
+// A peer that grants one update slot: updates wait for a whole window, and
+// still never overrun its single slot nor deadlock.
+TEST(Credits, RandomSchedulesWithOneUpdateSlot) {
+  for (std::uint32_t window : {2u, 3u, 5u, 8u})
+    for (std::uint64_t seed = 1; seed <= 30; ++seed) run_simulation(window, seed, 2000, 1);
 }
 
 }  // namespace

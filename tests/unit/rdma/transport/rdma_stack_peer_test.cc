@@ -30,10 +30,15 @@ class RawPeer : public RawRcPeer {
 
   // Sends one SEND: `h` then `payload`, from page 1 of the memory.
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
-    std::uint8_t* p = at(kRecvSize);
-    h.encode(p);
-    if (!payload.empty()) std::memcpy(p + SendHeader::kSize, payload.data(), payload.size());
-    if (const auto ec = post_send(kRecvSize, static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), 1000))
+    std::vector<std::uint8_t> bytes(SendHeader::kSize + payload.size());
+    h.encode(bytes.data());
+    if (!payload.empty()) std::memcpy(bytes.data() + SendHeader::kSize, payload.data(), payload.size());
+    return send_bytes(bytes);
+  }
+  // Sends one SEND of exactly `bytes`.
+  ::testing::AssertionResult send_bytes(std::span<const std::uint8_t> bytes) {
+    std::memcpy(at(kRecvSize), bytes.data(), bytes.size());
+    if (const auto ec = post_send(kRecvSize, static_cast<std::uint32_t>(bytes.size()), 1000))
       return ::testing::AssertionFailure() << "post_send: " << ec.message();
     const auto end = std::chrono::steady_clock::now() + 10s;
     Wc wc[16];
@@ -54,13 +59,15 @@ class RawPeer : public RawRcPeer {
   }
 };
 
+// A read_request payload: the descriptors, then their CRC.
 std::vector<std::uint8_t> descriptors(std::initializer_list<ReadDescriptor> ds) {
-  std::vector<std::uint8_t> out(ds.size() * ReadDescriptor::kSize);
+  std::vector<std::uint8_t> out(ds.size() * ReadDescriptor::kSize + ReadDescriptor::kCrcSize);
   std::size_t at = 0;
   for (const auto& d : ds) {
     d.encode(out.data() + at);
     at += ReadDescriptor::kSize;
   }
+  ReadDescriptor::seal(out.data(), ds.size());
   return out;
 }
 
@@ -92,6 +99,9 @@ TEST_P(HostilePeer, FaultsOnlyItsConnection) {
     const auto f = bad.sh.get_fault();
     EXPECT_EQ(f->code, lie.code) << f->code.message();
     EXPECT_NE(f->reason.find(lie.reason), std::string::npos) << f->reason;
+    if (lie.code == errc::bad_crc) {
+      EXPECT_EQ(p.server->counters().snapshot().at("header_crc_errors"), 1u) << "a damaged header is counted";
+    }
     bad.close();
   }
   // The server still serves the bystander, both ways, and a new client.
@@ -172,6 +182,24 @@ INSTANTIATE_TEST_SUITE_P(
               return r.send(header(SendType::stream, 1, 0, 60000), {&byte, 1});
             },
             make_error_code(errc::malformed_frame), "more credits than it was granted"},
+        // Damage in flight (or a peer lying about its credits): the header
+        // CRC refuses it before its credits field is looked at.
+        Lie{"DamagedCreditsField",
+            [](RawPeer& r) {
+              std::uint8_t send[SendHeader::kSize + 1];
+              header(SendType::stream, 1, 0, 0).encode(send);
+              send[SendHeader::kSize] = 'x';
+              send[3] ^= 0x80;  // credits_returned 0 -> 32768
+              return r.send_bytes(send);
+            },
+            make_error_code(errc::bad_crc), "damaged SEND from the peer: SEND header CRC mismatch"},
+        Lie{"DamagedDescriptor",
+            [](RawPeer& r) {
+              auto d = descriptors({{r.addr(0), r.rkey(), 4096}});
+              d[9] ^= 0x01;  // the rkey
+              return r.send(header(SendType::read_request, 4096), d);
+            },
+            make_error_code(errc::bad_crc), "read request descriptors CRC mismatch"},
         Lie{"ReadDoneForNothing",
             [](RawPeer& r) { return r.send(header(SendType::read_done, 0, 77)); },
             make_error_code(errc::malformed_frame), "read_done for a transfer that does not exist"},
