@@ -77,6 +77,7 @@ void ConnectionImpl::start_connect() {
 }
 
 void ConnectionImpl::connect_attempt() {
+  SIPHON_ASSERT_ON_WORKER(owner());
   if (state_ == State::closed || core_->stopping.load()) return;
   ++attempt_;
   state_ = State::connecting;
@@ -116,6 +117,7 @@ void ConnectionImpl::connect_attempt() {
 }
 
 void ConnectionImpl::attach(transport::ConnectionRef conn) {
+  SIPHON_ASSERT_ON_WORKER(owner());
   link_ = std::make_shared<Link>(ConnectionImplRef(this));
   conn_ = std::move(conn);
   if (paused_) conn_->pause_receive(true);
@@ -141,6 +143,7 @@ void ConnectionImpl::detach_transport() {
 
 void ConnectionImpl::on_established(Link* link, const proto::Negotiated&) {
   if (link != link_.get()) return;
+  SIPHON_ASSERT_ON_WORKER(owner());
   if (client_hs_) {
     handle_step(client_hs_->start());
   } else if (server_hs_) {
@@ -150,6 +153,7 @@ void ConnectionImpl::on_established(Link* link, const proto::Negotiated&) {
 
 void ConnectionImpl::on_frame(Link* link, proto::Frame&& f) {
   if (link != link_.get()) return;
+  SIPHON_ASSERT_ON_WORKER(owner());
   ++activity_;
   if (state_ == State::ready) {
     receive_ready_frame(std::move(f));
@@ -166,6 +170,7 @@ void ConnectionImpl::on_frame(Link* link, proto::Frame&& f) {
 
 void ConnectionImpl::on_fault(Link* link, const transport::Fault& f) {
   if (link != link_.get()) return;
+  SIPHON_ASSERT_ON_WORKER(owner());
   // The transport's frame decoder rejected a frame: its bytes were damaged
   // on the way (the frame is dropped whole, nothing of it is dispatched).
   if (f.code == make_error_code(errc::bad_crc))
@@ -175,10 +180,12 @@ void ConnectionImpl::on_fault(Link* link, const transport::Fault& f) {
 
 void ConnectionImpl::on_writable(Link* link) {
   if (link != link_.get()) return;
+  SIPHON_ASSERT_ON_WORKER(owner());
   flush();
 }
 
 void ConnectionImpl::handle_step(Step&& step) {
+  SIPHON_ASSERT_ON_WORKER(owner());
   for (auto& f : step.send) send_frame(std::move(f));
   if (step.learned_addr && client_hs_) core_->learned_addr(client_hs_->me().addrs);
   if (step.session_reset) {

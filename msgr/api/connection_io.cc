@@ -59,6 +59,7 @@ void ConnectionImpl::send_keepalive() {
 }
 
 void ConnectionImpl::drain_inbox() {
+  SIPHON_ASSERT_ON_WORKER(owner());
   std::vector<std::pair<MessageRef, std::uint64_t>> batch;
   bool keepalive = false;
   {
@@ -91,6 +92,7 @@ void ConnectionImpl::drain_inbox() {
 }
 
 void ConnectionImpl::send_frame(proto::Frame&& f) {
+  SIPHON_ASSERT_ON_WORKER(owner());
   if (!conn_) return;
   ++activity_;
   if (const std::error_code ec = conn_->send(std::move(f)); ec) {
@@ -115,6 +117,7 @@ std::size_t ConnectionImpl::transport_high_water() const {
 }
 
 void ConnectionImpl::flush() {
+  SIPHON_ASSERT_ON_WORKER(owner());
   if (state_ != State::ready || !conn_) return;
   const std::size_t high_water = transport_high_water();
   if (pending_keepalive_ack_ && conn_->queued_bytes() <= high_water)

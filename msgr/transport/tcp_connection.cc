@@ -67,7 +67,7 @@ TcpConnection::TcpConnection(std::shared_ptr<TcpWorker> worker, std::shared_ptr<
 
 TcpConnection::~TcpConnection() = default;
 
-void TcpConnection::assert_on_worker() const noexcept { assert(worker_->in_worker_thread()); }
+void TcpConnection::assert_on_worker() const noexcept { SIPHON_ASSERT_ON_WORKER(*worker_); }
 
 void TcpConnection::learn_addresses() {
   boost::system::error_code ec;

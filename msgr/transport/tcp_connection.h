@@ -115,7 +115,10 @@ class TcpConnection final : public Connection {
   // Connection (every method on the connection's worker).
   void start(ConnectionHandler& handler, const proto::Banner& mine) override;
   std::error_code send(proto::Frame&& frame) override;
-  std::size_t queued_bytes() const noexcept override { return queued_bytes_ + early_bytes_; }
+  std::size_t queued_bytes() const noexcept override {
+    assert_on_worker();
+    return queued_bytes_ + early_bytes_;
+  }
   void pause_receive(bool paused) override;
   void close() override;
   Worker& worker() noexcept override { return *worker_; }

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -27,6 +28,18 @@
 
 #include "msgr/base/address.h"
 #include "msgr/proto/frame.h"
+
+// SIPHON_ASSERT_ON_WORKER(worker): debug builds abort when the caller is not
+// on `worker`'s thread (docs/transport.md §1: every Connection method and
+// every handler callback runs on the connection's worker). It guards our own
+// programming errors, never peer, configuration or environment input;
+// compiled out with NDEBUG.
+#ifdef NDEBUG
+#define SIPHON_ASSERT_ON_WORKER(worker) ((void)0)
+#else
+#define SIPHON_ASSERT_ON_WORKER(worker) \
+  assert((worker).in_worker_thread() && "must run on the connection's worker")
+#endif
 
 namespace siphon::transport {
 

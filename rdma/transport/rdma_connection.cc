@@ -180,6 +180,7 @@ void RdmaConnection::begin_connect() {
 }
 
 void RdmaConnection::on_cm_event(CmEvent& ev) {
+  SIPHON_ASSERT_ON_WORKER(worker_);
   static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "closing", "closed"};
   SIPHON_LOG(rdma, 10, "{}: cm event {} while {}", peer_.to_string(), to_string(ev.type),
              kStates[static_cast<int>(state_)]);
@@ -297,7 +298,16 @@ void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
   transport::ConnectionHandler* h = std::exchange(handler_, nullptr);
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   begin_drain();
-  if (h != nullptr) h->on_fault({ec, std::move(reason)});
+  if (h == nullptr) return;
+  if (in_call_ > 0) {
+    // Inside a call into the connection (send's post can fail): the handler
+    // hears of it from the event loop, unless it closes first.
+    boost::asio::post(worker_.io(), [self, h, f = transport::Fault{ec, std::move(reason)}] {
+      if (!self->user_closed_) h->on_fault(f);
+    });
+    return;
+  }
+  h->on_fault({ec, std::move(reason)});
 }
 
 void RdmaConnection::shutdown() {
@@ -306,13 +316,17 @@ void RdmaConnection::shutdown() {
 }
 
 void RdmaConnection::close() {
-  handler_ = nullptr;  // no callbacks after close()
-  connect_done_ = nullptr;
-  accept_done_ = nullptr;
+  SIPHON_ASSERT_ON_WORKER(worker_);
   if (!worker_.in_worker_thread()) {
+    // A caller's bug (asserted above in debug builds): touch nothing from
+    // this thread; the close happens on the worker.
     worker_.post([self = std::static_pointer_cast<RdmaConnection>(shared_from_this())] { self->close(); });
     return;
   }
+  user_closed_ = true;
+  handler_ = nullptr;  // no callbacks after close()
+  connect_done_ = nullptr;
+  accept_done_ = nullptr;
   if (state_ == State::closing || state_ == State::closed) return;
   begin_drain();
 }
@@ -336,6 +350,8 @@ void RdmaConnection::begin_drain() {
   }
   outq_.clear();
   queued_bytes_ = 0;
+  early_.clear();
+  early_bytes_ = 0;
   read_queue_.clear();
   out_transfers_.clear();  // the QP is in ERR: the peer can no longer read them
   post_drain_marker();

@@ -101,6 +101,8 @@ void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
 // ---------------------------------------------------------------- start
 
 void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::Banner& mine) {
+  SIPHON_ASSERT_ON_WORKER(worker_);
+  const CallScope call(*this);
   handler_ = &handler;
   my_banner_ = mine;
   started_ = true;
@@ -108,11 +110,28 @@ void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::B
   queued_bytes_ += b.length();
   outq_.push_back(OutItem::stream(std::move(b)));
   pump();
-  pause_receive(paused_);  // processes completions held until now
+  if (!paused_) post_kick();  // processes completions held until now, from the event loop
 }
 
 void RdmaConnection::pause_receive(bool paused) {
+  SIPHON_ASSERT_ON_WORKER(worker_);
   paused_ = paused;
+  if (paused_ || !started_) return;
+  post_kick();  // resumes from the event loop, never inside this call
+}
+
+void RdmaConnection::post_kick() {
+  if (kick_posted_) return;  // one post per occasion, not per frame
+  kick_posted_ = true;
+  boost::asio::post(worker_.io(), [self = std::static_pointer_cast<RdmaConnection>(shared_from_this())] {
+    self->kick_posted_ = false;
+    self->kick();
+  });
+}
+
+void RdmaConnection::kick() {
+  if (handler_ == nullptr || state_ != State::established) return;  // closed meanwhile: nothing more
+  maybe_writable();
   if (paused_ || !started_) return;
   // Oldest bytes first: frames already decoded, then queued stream bytes,
   // and only then the held receives -- one at a time, stopping as soon as
@@ -132,8 +151,17 @@ void RdmaConnection::pause_receive(bool paused) {
 // ----------------------------------------------------------------- send
 
 std::error_code RdmaConnection::send(proto::Frame&& frame) {
-  if (state_ != State::established || faulted_ || handler_ == nullptr) return errc::not_connected;
-  if (!banner_done_) return errc::invalid_argument;  // frames follow the banner exchange
+  SIPHON_ASSERT_ON_WORKER(worker_);
+  if (state_ != State::established || faulted_ || (started_ && handler_ == nullptr)) return errc::not_connected;
+  const CallScope call(*this);
+  if (!banner_done_) {
+    // The banners decide the revision: the frame waits unencoded and goes
+    // out first, in order, once it is known (feed).
+    early_bytes_ += proto::encoded_length(frame, proto::FrameRev::rev0);
+    early_.push_back(std::move(frame));
+    if (queued_bytes() > shared_.opts.common.send_queue_high_water) over_high_water_ = true;
+    return {};
+  }
   const std::size_t data_len = frame.segments[3].length();
   BufferList wire = proto::encode_frame(frame, rev_);
   shared_.counters.tx_messages.fetch_add(1, std::memory_order_relaxed);
@@ -326,10 +354,10 @@ void RdmaConnection::pump() {
 }
 
 void RdmaConnection::maybe_writable() {
-  if (over_high_water_ && queued_bytes_ <= shared_.opts.common.send_queue_low_water) {
-    over_high_water_ = false;
-    if (handler_ != nullptr) handler_->on_writable();
-  }
+  if (!over_high_water_ || queued_bytes_ + early_bytes_ > shared_.opts.common.send_queue_low_water) return;
+  if (in_call_ > 0) return post_kick();  // e.g. inside send(): from the event loop instead
+  over_high_water_ = false;
+  if (handler_ != nullptr) handler_->on_writable();
 }
 
 void RdmaConnection::schedule_retry() {
@@ -350,6 +378,7 @@ void RdmaConnection::schedule_retry() {
 // ---------------------------------------------------------- completions
 
 void RdmaConnection::on_completion(const Wc& wc) {
+  SIPHON_ASSERT_ON_WORKER(worker_);
   auto* ctx = reinterpret_cast<WrCtx*>(wc.wr_id);
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   if (wc.status != WcStatus::success) {
@@ -412,8 +441,10 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
                                       "credits granted are outstanding)",
                                       credits_->my_window()));
   }
-  if (paused_ || !started_) {
-    held_.push_back({wc, ctx, h});  // not re-posted: no credits go back while paused
+  if (paused_ || !started_ || !held_.empty()) {
+    // Not re-posted: no credits go back while paused. Behind older held
+    // receives it waits its turn (kick() processes them in order).
+    held_.push_back({wc, ctx, h});
     return;
   }
   process_recv(wc, ctx, h);
@@ -606,6 +637,10 @@ void RdmaConnection::feed(BufferList&& bytes) {
     banner_buf_.consume_front(r.consumed);
     bytes = std::move(banner_buf_);
     banner_buf_.clear();
+    // Frames sent before the revision was known go out first, in order.
+    early_bytes_ = 0;
+    for (proto::Frame& f : std::exchange(early_, {})) (void)send(std::move(f));
+    if (handler_ == nullptr) return;  // sending them faulted
     handler_->on_established(*neg);
     if (handler_ == nullptr) return;
   }

@@ -145,7 +145,9 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
 
   boost::asio::io_context& io() noexcept override { return io_; }
   std::size_t index() const noexcept override { return index_; }
-  bool in_worker_thread() const noexcept override { return std::this_thread::get_id() == thread_id_; }
+  // Asio knows which thread runs the io_context (as in TcpWorker): no
+  // thread id written by the new thread and read unsynchronised by others.
+  bool in_worker_thread() const noexcept override { return exec_.running_in_this_thread(); }
   void post(std::function<void()> fn) override;
 
   void start();
@@ -207,9 +209,9 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   RdmaShared& shared_;
   std::size_t index_;
   boost::asio::io_context io_;
+  boost::asio::io_context::executor_type exec_{io_.get_executor()};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
   std::thread thread_;
-  std::thread::id thread_id_;
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
@@ -269,7 +271,10 @@ class RdmaConnection final : public transport::Connection {
   // transport::Connection
   void start(transport::ConnectionHandler& handler, const proto::Banner& mine) override;
   std::error_code send(proto::Frame&& frame) override;
-  std::size_t queued_bytes() const noexcept override { return queued_bytes_; }
+  std::size_t queued_bytes() const noexcept override {
+    SIPHON_ASSERT_ON_WORKER(worker_);
+    return queued_bytes_ + early_bytes_;
+  }
   void pause_receive(bool paused) override;
   void close() override;
   transport::Worker& worker() noexcept override;
@@ -324,6 +329,20 @@ class RdmaConnection final : public transport::Connection {
   void deliver_frames();
   void process_recv(const Wc& wc, WrCtx* ctx, const SendHeader& h);
   void maybe_writable();
+  // Callbacks never run inside a call into the connection (start, send,
+  // pause_receive, close; docs/transport.md §1): what such a call makes due
+  // (held receives, frames, on_writable) runs from one posted kick().
+  void post_kick();
+  void kick();
+  // Counts the calls into the connection on the stack (callbacks may call
+  // back in); while non-zero, callbacks are posted, not called.
+  struct CallScope {
+    explicit CallScope(RdmaConnection& c) noexcept : c_(c) { ++c_.in_call_; }
+    ~CallScope() { --c_.in_call_; }
+    CallScope(const CallScope&) = delete;
+    CallScope& operator=(const CallScope&) = delete;
+    RdmaConnection& c_;
+  };
   void schedule_retry();
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
   WrCtx* new_ctx(WrCtx::Kind kind);
@@ -381,6 +400,11 @@ class RdmaConnection final : public transport::Connection {
   };
   std::deque<OutItem> outq_;
   std::size_t queued_bytes_ = 0;
+  // Frames sent before the banner exchange decided the revision: unencoded,
+  // they go out first, in order, once it is known (feed). early_bytes_ is
+  // their rev0 length (the longer encoding), counted in queued_bytes().
+  std::vector<proto::Frame> early_;
+  std::size_t early_bytes_ = 0;
   bool over_high_water_ = false;
   std::deque<WrCtx*> sq_fifo_;  // WRs on the send queue, in posting order
   std::uint32_t unsignaled_ = 0;
@@ -416,6 +440,9 @@ class RdmaConnection final : public transport::Connection {
   std::vector<std::unique_ptr<WrCtx>> ctx_storage_;
   std::vector<WrCtx*> ctx_free_;
   bool faulted_ = false;
+  bool user_closed_ = false;  // close() was called: a posted on_fault is dropped
+  int in_call_ = 0;           // CallScope depth
+  bool kick_posted_ = false;
   bool srq_reserved_ = false;  // holds recvs_per_qp() receives of the worker's SRQ
   bool counted_active_ = false;
   bool drain_marker_posted_ = false;

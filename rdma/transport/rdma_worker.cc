@@ -128,7 +128,6 @@ void RdmaWorker::start() {
   if (thread_.joinable()) return;  // already running
   guard_.emplace(io_.get_executor());
   thread_ = std::thread([this] {
-    thread_id_ = std::this_thread::get_id();
     boost::asio::post(io_, [this] { wait_cq(); });
     io_.run();
   });
