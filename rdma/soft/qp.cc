@@ -146,6 +146,7 @@ void QpCore::destroy() {
     }
   engine.remove_timer_client(this);
   drop_link(req_link_);
+  send_owed_responses();
   drop_link(resp_link_);
 }
 
@@ -222,6 +223,7 @@ std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
 
 void QpCore::reset_all() {
   drop_link(req_link_);
+  send_owed_responses();
   drop_link(resp_link_);
   set_state(QpState::reset);
   const auto p = sq_prod_.load(std::memory_order_acquire);

@@ -719,6 +719,20 @@ void QpCore::kick_responder() {
   if (resp_link_ != nullptr) dev.fabric.engine->want_tx(resp_link_);
 }
 
+void QpCore::send_owed_responses() {
+  // Called before the responder link is closed (QP destroyed or reset). A
+  // request's receive completion is pushed when it executes, its ACK only at
+  // the engine's next flush: an application that destroys the QP as soon as
+  // it polls that completion got here in between, and the closed link took
+  // the ACK with it -- the requester, whose data had been delivered, saw the
+  // peer vanish and ended in retry_exceeded (issue 21). A hardware responder
+  // has sent that ACK by then, so the responses owed for executed requests
+  // go out first, as far as the socket takes them without blocking.
+  if (resp_link_ == nullptr || resp_link_->state != Link::State::open) return;
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: sending {} owed responses before closing", qpn, resp_count_);
+  resp_link_->flush();
+}
+
 void QpCore::fill_responses(Link& link) {
   if (&link != resp_link_) return;
   while (resp_count_ != 0 && !link.tx_busy()) {
