@@ -251,7 +251,8 @@ TEST(SoftRnrStress, LateReceivesAndImmediateTeardownLoseNoCompletion) {
     bring_up(b, *qb, a, qa->qp_num());
     if (testing::Test::HasFatalFailure()) return;
     for (std::uint32_t i = 0; i < kMsgs; ++i)
-      for (std::uint32_t k = 0; k < msg_len(round, i); ++k) a.mem[i * kSlot + k] = pattern(round, i, k);
+      for (std::uint32_t k = 0; k < msg_len(round, i); ++k)
+        a.mem[i * kSlot + k] = pattern(round, i, k);
 
     std::thread receiver(receive_round, std::ref(b), std::move(qb), round, b.rnr_naks());
     std::uint32_t posted = 0, completed = 0;
@@ -259,8 +260,8 @@ TEST(SoftRnrStress, LateReceivesAndImmediateTeardownLoseNoCompletion) {
     Wc wc[kWindow];
     ok = await([&] {
       while (posted < kMsgs && posted - completed < kWindow) {
-        Sge sg{reinterpret_cast<std::uint64_t>(a.mem.data()) + posted * kSlot, msg_len(round, posted),
-               a.mr->lkey()};
+        Sge sg{reinterpret_cast<std::uint64_t>(a.mem.data()) + posted * kSlot,
+               msg_len(round, posted), a.mr->lkey()};
         SendWr w;
         w.wr_id = posted;
         w.opcode = Opcode::send;
