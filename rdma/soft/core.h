@@ -552,6 +552,7 @@ class QpCore final : public TimerClient {
   void queue_nak(std::uint32_t psn, wire::NakCode code);
   void responder_fatal(std::uint32_t psn, wire::NakCode code, WcStatus claimed_status);
   void kick_responder();
+  void send_owed_responses();
 
   std::atomic<QpState> state_{QpState::reset};
   Rng post_rng_;    // user thread: fail_post draws

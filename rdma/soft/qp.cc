@@ -146,6 +146,7 @@ void QpCore::destroy() {
     }
   engine.remove_timer_client(this);
   drop_link(req_link_);
+  send_owed_responses();
   drop_link(resp_link_);
 }
 
@@ -222,6 +223,7 @@ std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
 
 void QpCore::reset_all() {
   drop_link(req_link_);
+  send_owed_responses();
   drop_link(resp_link_);
   set_state(QpState::reset);
   const auto p = sq_prod_.load(std::memory_order_acquire);
@@ -297,6 +299,7 @@ void QpCore::complete_send(std::uint64_t idx, WcStatus st) {
     if (!scq || !scq->push(wc, false)) cq_overrun_ = true;
   }
   if (idx + 1 > done_) done_ = idx + 1;
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: send {} complete, status {}", qpn, idx, static_cast<int>(st));
 }
 
 void QpCore::recv_complete(RecvWork& w, WcStatus st, WcOpcode op, std::uint32_t len, bool imm,

@@ -198,6 +198,7 @@ void QpCore::open_link() {
 
 void QpCore::rewind_to(std::uint64_t idx) {
   if (idx >= tx_next_) return;
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: rewind to {} (done {}, next {})", qpn, idx, done_, tx_next_);
   Counters::bump(dev.fabric.counters.retransmits, tx_next_ - idx);
   tx_next_ = idx;
   reads_out_ = 0;
@@ -209,6 +210,8 @@ void QpCore::rewind_to(std::uint64_t idx) {
 
 void QpCore::on_link_lost(Link& link) {
   if (&link != req_link_) return;
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: link lost, errno {} (done {}, next {})", qpn, link.error, done_,
+             tx_next_);
   req_link_ = nullptr;
   if (state() != QpState::rts && state() != QpState::sqd) return;
   if (link.error == 0 && sq_seen_ > done_) {
@@ -227,6 +230,8 @@ void QpCore::on_timer(TimePoint now) {
   Engine& e = *dev.fabric.engine;
   if (hold_until_ != TimePoint{}) {
     if (now >= hold_until_) {
+      SIPHON_LOG(rdma, 20, "soft: QP {:#x}: hold over (done {}, next {}, rewind {})", qpn, done_,
+                 tx_next_, rewind_pending_);
       hold_until_ = TimePoint{};
       if (req_link_ != nullptr) e.want_tx(req_link_);
     } else {
@@ -243,6 +248,8 @@ void QpCore::on_timer(TimePoint now) {
     return;
   }
   Counters::bump(dev.fabric.counters.retry_timeouts);
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: ACK timeout (done {}, next {}, retries left {})", qpn, done_,
+             tx_next_, retry_left_);
   if (attr.timeout != 0) {
     if (retry_left_ == 0) {
       SIPHON_LOG(rdma, 5, "soft: QP {:#x}: transport retries exhausted", qpn);
@@ -374,6 +381,7 @@ void QpCore::fill_requests(Link& link) {
       link.start(h, src);
     }
     Counters::bump(dev.fabric.counters.messages_sent);
+    SIPHON_LOG(rdma, 20, "soft: QP {:#x}: request {} psn {:#x} out", qpn, tx_next_, h.psn.value());
     ++tx_next_;
   }
   // A WR that failed before transmission completes in order, once every
@@ -400,10 +408,17 @@ void QpCore::retire_acked() {
 }
 
 void QpCore::on_response(Link& link, const wire::Header& h) {
-  if (&link != req_link_ || state() == QpState::err) return;
+  if (&link != req_link_ || state() == QpState::err) {
+    SIPHON_LOG(rdma, 20, "soft: QP {:#x}: response psn {:#x} on an old link or in ERR: ignored", qpn,
+               h.psn.value());
+    return;
+  }
   bool ok = false;
   const std::uint64_t idx = psn_to_index(h.psn.value(), &ok);
   const auto type = static_cast<wire::Type>(h.type);
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: {} code {} psn {:#x} (index {}, done {}, next {}){}", qpn,
+             type == wire::Type::ack ? "ACK" : "NAK", h.code, h.psn.value(), idx, done_, tx_next_,
+             ok ? "" : ", outside the window: ignored");
   if (type == wire::Type::ack) {
     if (!ok) return;  // a duplicate ACK
     acked_ = std::max(acked_, idx + 1);
@@ -585,6 +600,10 @@ RxSink QpCore::on_request(Link& link, const wire::Header& h) {
 void QpCore::on_request_done(Link&, const wire::Header& h, bool failed) {
   const std::uint32_t psn = h.psn.value();
   const auto type = static_cast<wire::Type>(h.type);
+  static constexpr const char* kVerdict[] = {"execute", "drop", "duplicate", "not ready",
+                                             "RNR NAK", "too long", "access error"};
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: request psn {:#x} in: {} (expected {:#x})", qpn, psn,
+             kVerdict[static_cast<int>(cur_)], expected_psn_);
   switch (cur_) {
     case Cur::drop:
       return;
@@ -698,6 +717,20 @@ void QpCore::responder_fatal(std::uint32_t psn, wire::NakCode code, WcStatus cla
 
 void QpCore::kick_responder() {
   if (resp_link_ != nullptr) dev.fabric.engine->want_tx(resp_link_);
+}
+
+void QpCore::send_owed_responses() {
+  // Called before the responder link is closed (QP destroyed or reset). A
+  // request's receive completion is pushed when it executes, its ACK only at
+  // the engine's next flush: an application that destroys the QP as soon as
+  // it polls that completion got here in between, and the closed link took
+  // the ACK with it -- the requester, whose data had been delivered, saw the
+  // peer vanish and ended in retry_exceeded (issue 21). A hardware responder
+  // has sent that ACK by then, so the responses owed for executed requests
+  // go out first, as far as the socket takes them without blocking.
+  if (resp_link_ == nullptr || resp_link_->state != Link::State::open) return;
+  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: sending {} owed responses before closing", qpn, resp_count_);
+  resp_link_->flush();
 }
 
 void QpCore::fill_responses(Link& link) {
