@@ -4,10 +4,11 @@
 //   - the peer never reads: our read_request gets no read_done (a raw RC
 //     peer that takes the read_request and does nothing);
 //   - the peer never answers our RDMA READ: the server's fabric holds each
-//     of its work requests for seconds (the software fabric's delay fault),
-//     so the READ of the raw peer's region does not complete.
-// The timeout is short (300 ms) and the holds long (3 s), but nothing here
-// asserts a duration: only that the fault comes, and why.
+//     of its work requests for 10 minutes (the software fabric's delay
+//     fault) and its ACK timeout is the longest there is, so neither the
+//     READ of the raw peer's region nor a transport retry can complete or
+//     fail before the transfer timeout, however loaded the machine.
+// Nothing here asserts a duration: only that the fault comes, and why.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -69,8 +70,9 @@ class Peer : public RawRcPeer {
   }
 };
 
-RdmaOptions timeout_options() {
+RdmaOptions timeout_options(std::uint8_t ack_timeout) {
   RdmaOptions o = small_options();
+  o.ack_timeout = ack_timeout;
   o.common.async_op_threads = 1;
   o.transfer_timeout = std::chrono::milliseconds(300);
   return o;
@@ -88,9 +90,10 @@ struct ServerAndRawPeer {
   transport::ConnectionRef conn;
   Collector handler;
 
-  explicit ServerAndRawPeer(const soft::SoftOptions& so = {}) : provider(soft::make_provider(so)) {
+  explicit ServerAndRawPeer(const soft::SoftOptions& so = {}, std::uint8_t ack_timeout = RdmaOptions{}.ack_timeout)
+      : provider(soft::make_provider(so)) {
     debug_logging();
-    server = std::make_unique<RdmaStack>(*provider, timeout_options());
+    server = std::make_unique<RdmaStack>(*provider, timeout_options(ack_timeout));
     server->start();
     EXPECT_FALSE(server->listen(*NetAddress::parse("127.0.0.1:0"), accepted.handler(), bound));
     peer = std::make_unique<Peer>(*peer_provider);
@@ -131,12 +134,12 @@ TEST(RdmaTransferTimeout, APeerThatNeverReadsFaultsTheSender) {
 }
 
 TEST(RdmaTransferTimeout, AReadThatNeverCompletesFaultsTheReceiver) {
-  // Every work request of the server waits 3 s before the fabric transmits
-  // it: its RDMA READ of the peer's region does not complete within 300 ms.
+  // Every work request of the server waits 10 minutes before the fabric
+  // transmits it: its RDMA READ of the peer's region does not complete.
   soft::SoftOptions so;
   so.faults.delay.probability = 1.0;
-  so.faults.delay_us = 3'000'000;
-  ServerAndRawPeer s(so);
+  so.faults.delay_us = 600'000'000;
+  ServerAndRawPeer s(so, /*ack_timeout=*/31);  // 4.096 us x 2^31: no retry timeout either
   ASSERT_TRUE(s.open());
   ReadDescriptor d{s.peer->addr(0), s.peer->rkey(), static_cast<std::uint32_t>(kData)};
   std::uint8_t desc[ReadDescriptor::kSize];
