@@ -24,6 +24,7 @@ struct RdmaCounters {
   C rdma_reads{0}, transfer_registrations{0};
   C send_buffer_stalls{0};
   C srq_refusals{0};  // connections refused: their worker's SRQ was fully reserved
+  C transfer_timeouts{0};  // connections faulted by ms_async_rdma_transfer_timeout
 
   // name -> value, for logging and tests.
   std::map<std::string, std::uint64_t> snapshot() const;

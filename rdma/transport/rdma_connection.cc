@@ -422,20 +422,24 @@ void RdmaConnection::on_transfer_timer() {
   std::optional<MonoClock::time_point> oldest;
   for (const auto& [id, t] : out_transfers_) {
     if (t.since == MonoClock::time_point{}) continue;  // read_request not posted yet
-    if (now - t.since >= timeout)
+    if (now - t.since >= timeout) {
+      shared_.counters.transfer_timeouts.fetch_add(1, std::memory_order_relaxed);
       return fault(make_error_code(errc::timed_out),
                    fmt::format("zero-copy transfer {} ({} bytes): no read_done from the peer within "
                                "ms_async_rdma_transfer_timeout ({} s) of the read_request",
                                id, t.data.length(), seconds));
+    }
     if (!oldest || t.since < *oldest) oldest = t.since;
   }
   for (const InItem& item : inq_) {
     const InTransfer* t = item.transfer.get();
     if (t == nullptr || t->ready() || t->since == MonoClock::time_point{}) continue;
-    if (now - t->since >= timeout)
+    if (now - t->since >= timeout) {
+      shared_.counters.transfer_timeouts.fetch_add(1, std::memory_order_relaxed);
       return fault(make_error_code(errc::timed_out),
                    fmt::format("zero-copy transfer {} ({} bytes): RDMA READ from the peer not complete within "
                                "ms_async_rdma_transfer_timeout ({} s)", t->id, t->length, seconds));
+    }
     if (!oldest || t->since < *oldest) oldest = t->since;
   }
   if (oldest) arm_transfer_timer(*oldest + timeout - now);

@@ -26,6 +26,7 @@ std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
   SIPHON_COUNTER(wc_retry_exceeded) SIPHON_COUNTER(wc_remote_access) SIPHON_COUNTER(wc_other_errors)
   SIPHON_COUNTER(zero_copy_transfers) SIPHON_COUNTER(zero_copy_bytes) SIPHON_COUNTER(tx_copied_bytes)
   SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(send_buffer_stalls) SIPHON_COUNTER(srq_refusals)
+  SIPHON_COUNTER(transfer_timeouts)
 #undef SIPHON_COUNTER
   return m;
 }

@@ -121,6 +121,8 @@ void expect_timeout_fault(Collector& h, const char* what) {
   EXPECT_NE(f->reason.find(what), std::string::npos) << f->reason;
 }
 
+std::uint64_t timeouts(const RdmaStack& s) { return s.counters().snapshot().at("transfer_timeouts"); }
+
 TEST(RdmaTransferTimeout, APeerThatNeverReadsFaultsTheSender) {
   ServerAndRawPeer s;
   ASSERT_TRUE(s.open());
@@ -131,6 +133,7 @@ TEST(RdmaTransferTimeout, APeerThatNeverReadsFaultsTheSender) {
   ASSERT_FALSE(on_worker(*s.conn, [&] { return s.conn->send(message(1, 100, kData)); }));
   ASSERT_NO_FATAL_FAILURE(expect_timeout_fault(s.handler, "no read_done from the peer"));
   EXPECT_GE(s.server->counters().snapshot().at("zero_copy_transfers"), 1u);
+  EXPECT_EQ(timeouts(*s.server), 1u);
 }
 
 TEST(RdmaTransferTimeout, AReadThatNeverCompletesFaultsTheReceiver) {
@@ -151,6 +154,7 @@ TEST(RdmaTransferTimeout, AReadThatNeverCompletesFaultsTheReceiver) {
   ASSERT_TRUE(s.peer->send(h, desc));
   ASSERT_NO_FATAL_FAILURE(expect_timeout_fault(s.handler, "RDMA READ from the peer not complete"));
   EXPECT_GE(s.server->counters().snapshot().at("rdma_reads"), 1u);
+  EXPECT_EQ(timeouts(*s.server), 1u);
 }
 
 }  // namespace
