@@ -377,10 +377,6 @@ void RdmaConnection::finish_if_drained() {
   // (flushed: nothing is outstanding) and then the id.
 }
 
-}  // namespace siphon::rdma
-
-namespace siphon::rdma {
-
 // ------------------------------------------------- transfer timeout
 //
 // ms_async_rdma_transfer_timeout bounds both halves of a zero-copy transfer:
