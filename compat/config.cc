@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compat/names.h"
+#include "rdma/transport/credits.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
 
@@ -350,22 +351,34 @@ void Config::check_cross(Diagnostics& diags) const {
   if (!get<Opt::ms_bind_ipv4>() && !get<Opt::ms_bind_ipv6>())
     diags.error(where(later(Opt::ms_bind_ipv4, Opt::ms_bind_ipv6)),
                 "ms_bind_ipv4 and ms_bind_ipv6 are both false: there is nothing to bind");
+  // The RDMA stack's rules between options (rdma_stack.cc, check_options):
+  // the same conditions, so --check refuses what the stack would.
   const auto rx_bufs = get<Opt::ms_async_rdma_receive_buffers>();
   const auto rx_len = get<Opt::ms_async_rdma_receive_queue_len>();
-  if (rx_bufs != 0 && rx_bufs < rx_len)
+  const auto credits = get<Opt::ms_async_rdma_credits>();
+  const std::uint64_t per_qp = credits + rdma::kUpdateSlots;
+  // compat/factory.cc: an SRQ only when ms_async_rdma_support_srq is set explicitly.
+  const bool srq = get<Opt::ms_async_rdma_support_srq>() &&
+                   sources_[index(Opt::ms_async_rdma_support_srq)].kind != ValueSource::Kind::default_value;
+  if (rx_bufs < per_qp)
+    diags.error(where(later(Opt::ms_async_rdma_receive_buffers, Opt::ms_async_rdma_credits)),
+                fmt::format("ms_async_rdma_receive_buffers ({}) cannot hold one connection's ms_async_rdma_credits "
+                            "({}) + {} update slots: use at least {}", rx_bufs, credits, rdma::kUpdateSlots, per_qp));
+  if (srq && rx_len < per_qp)
+    diags.error(where(later(Opt::ms_async_rdma_credits, Opt::ms_async_rdma_receive_queue_len)),
+                fmt::format("ms_async_rdma_credits ({}) + {} update slots is above ms_async_rdma_receive_queue_len "
+                            "({}) with ms_async_rdma_support_srq: a peer would be granted receives that are not "
+                            "posted", credits, rdma::kUpdateSlots, rx_len));
+  if (const auto nw = get<Opt::ms_async_op_threads>(); srq && rx_len * nw >= rx_bufs)
     diags.error(where(later(Opt::ms_async_rdma_receive_buffers, Opt::ms_async_rdma_receive_queue_len)),
-                fmt::format("ms_async_rdma_receive_buffers ({}) is below ms_async_rdma_receive_queue_len "
-                            "({}): the receive queue could never be filled", rx_bufs, rx_len));
+                fmt::format("ms_async_rdma_receive_buffers ({}) must be above ms_async_rdma_receive_queue_len ({}) "
+                            "x ms_async_op_threads ({}) with ms_async_rdma_support_srq: the shared receive queues "
+                            "could never be filled with room left for RDMA READ targets", rx_bufs, rx_len, nw));
   if (const auto mtu = get<Opt::ms_async_rdma_path_mtu>();
       mtu != 0 && mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
     diags.error(where(Opt::ms_async_rdma_path_mtu),
                 fmt::format("ms_async_rdma_path_mtu = {} is invalid: use 256, 512, 1024, 2048, "
                             "4096, or 0 for the port's active MTU", mtu));
-  if (get<Opt::ms_async_rdma_credits>() > rx_len)
-    diags.error(where(later(Opt::ms_async_rdma_credits, Opt::ms_async_rdma_receive_queue_len)),
-                fmt::format("ms_async_rdma_credits ({}) is above ms_async_rdma_receive_queue_len ({}): "
-                            "a peer would be granted receives that are not posted",
-                            get<Opt::ms_async_rdma_credits>(), rx_len));
   if (get<Opt::ms_initial_backoff>() > get<Opt::ms_max_backoff>())
     diags.warning(where(later(Opt::ms_initial_backoff, Opt::ms_max_backoff)),
                   fmt::format("ms_initial_backoff ({}) is above ms_max_backoff ({}): every retry waits "

@@ -163,6 +163,9 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   r.ack_timeout = narrow<std::uint8_t>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_async_rdma_timeout>())));
   r.cm_timeout = std::chrono::milliseconds(narrow<std::int64_t>(c.get<Opt::ms_async_rdma_cm_timeout>()));
   r.max_connections = c.get<Opt::ms_async_rdma_max_connections>();
+  // Seconds (a float) to whole milliseconds, rounded up: a tiny timeout stays a timeout.
+  r.transfer_timeout = std::chrono::ceil<std::chrono::milliseconds>(
+      std::chrono::duration<double>(c.get<Opt::ms_async_rdma_transfer_timeout>()));
   return r;
 }
 
@@ -215,9 +218,8 @@ std::shared_ptr<transport::Stack> StackRegistry::create(const std::string& name,
 
 std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
   rdma::RdmaOptions o = rdma_options(cfg);
-  if (o.roce_ver != 1)
-    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_roce_ver = {}", o.roce_ver),
-                     "Siphon supports RoCE v2 only (ms_async_rdma_roce_ver = 1)");
+  // The stack checks every option's range itself (rdma::ranges, the same
+  // ones the schema enforces), e.g. ms_async_rdma_roce_ver = 1 only.
   auto owned = std::make_shared<OwnedRdmaStack>();
   const bool soft = o.device_name.rfind("soft", 0) == 0;
   if (soft) {

@@ -11,6 +11,7 @@
 
 #include "compat/conf_file.h"
 #include "compat/ms_type.h"
+#include "rdma/transport/options.h"
 
 namespace siphon::compat {
 namespace {
@@ -23,6 +24,51 @@ constexpr OptionSchema kSchema[] = {
 #undef SIPHON_OPTION
 };
 static_assert(std::size(kSchema) == kOptionCount);
+
+// --- The schema's limits are the RDMA stack's ranges (rdma/transport/options.h),
+// checked at compile time: `siphon-conf --check` refuses exactly the values
+// the stack refuses at start (tests/unit/compat/bounds_test.cc runs both).
+
+// A min/max text of options.def as a number: digits with an optional suffix
+// (K M G T, x1024 for sizes, x1000 otherwise); "" is `none`.
+constexpr std::uint64_t limit_value(std::string_view t, OptionType type, std::uint64_t none) {
+  if (t.empty()) return none;
+  std::uint64_t v = 0;
+  std::size_t i = 0;
+  for (; i < t.size() && t[i] >= '0' && t[i] <= '9'; ++i) v = v * 10 + static_cast<std::uint64_t>(t[i] - '0');
+  const std::uint64_t k = type == OptionType::size ? 1024 : 1000;
+  if (i + 1 == t.size()) {
+    switch (t[i]) {
+      case 'K': return v * k;
+      case 'M': return v * k * k;
+      case 'G': return v * k * k * k;
+      case 'T': return v * k * k * k * k;
+      default: throw "unsupported suffix in an options.def limit";  // not a constant expression: a build error
+    }
+  }
+  if (i != t.size()) throw "not a number in an options.def limit";
+  return v;
+}
+constexpr bool same_range(Opt o, rdma::Range r) {
+  const OptionSchema& s = kSchema[index(o)];
+  return limit_value(s.min_text, s.type, 0) == r.min && limit_value(s.max_text, s.type, rdma::kNoMax) == r.max;
+}
+static_assert(same_range(Opt::ms_async_rdma_port_num, rdma::ranges::port_num));
+static_assert(same_range(Opt::ms_async_rdma_roce_ver, rdma::ranges::roce_ver));
+static_assert(same_range(Opt::ms_async_rdma_sl, rdma::ranges::sl));
+static_assert(same_range(Opt::ms_async_rdma_dscp, rdma::ranges::dscp));
+static_assert(same_range(Opt::ms_async_rdma_buffer_size, rdma::ranges::buffer_size));
+static_assert(same_range(Opt::ms_async_rdma_send_buffers, rdma::ranges::send_buffers));
+static_assert(same_range(Opt::ms_async_rdma_receive_buffers, rdma::ranges::receive_buffers));
+static_assert(same_range(Opt::ms_async_rdma_receive_queue_len, rdma::ranges::receive_queue_len));
+static_assert(same_range(Opt::ms_async_rdma_credits, rdma::ranges::credits));
+static_assert(same_range(Opt::ms_async_rdma_send_queue_depth, rdma::ranges::send_queue_depth));
+static_assert(same_range(Opt::ms_async_rdma_cq_depth, rdma::ranges::cq_depth));
+static_assert(same_range(Opt::ms_async_rdma_rnr_retry, rdma::ranges::rnr_retry));
+static_assert(same_range(Opt::ms_async_rdma_retry_count, rdma::ranges::retry_count));
+static_assert(same_range(Opt::ms_async_rdma_timeout, rdma::ranges::ack_timeout));
+static_assert(same_range(Opt::ms_async_rdma_cm_timeout, rdma::ranges::cm_timeout_ms));
+static_assert(same_range(Opt::ms_async_rdma_max_connections, rdma::ranges::max_connections));
 
 // Parses text as the option's type only (no limits, no checks).
 std::optional<OptionValue> parse_typed(OptionType t, std::string_view text, std::string& error) {

@@ -29,6 +29,7 @@ struct RdmaCounters {
   C credit_violations{0};
   // SENDs whose header (or read_request descriptors) failed their CRC32C.
   C header_crc_errors{0};
+  C transfer_timeouts{0};  // connections faulted by ms_async_rdma_transfer_timeout
 
   // name -> value, for logging and tests.
   std::map<std::string, std::uint64_t> snapshot() const;

@@ -12,8 +12,46 @@
 #include <string>
 
 #include "msgr/transport/options.h"
+#include "rdma/transport/credits.h"
+#include "rdma/transport/wire.h"
 
 namespace siphon::rdma {
+
+// --- The accepted ranges of RdmaOptions (inclusive). RdmaStack refuses a
+// value outside them when it is constructed (SetupError naming the option and
+// the range). compat/options.def writes the same ranges as the options'
+// min/max, and compat/options.cc static_asserts that the two agree, so
+// `siphon-conf --check` refuses exactly what the stack would (the test:
+// tests/unit/compat/bounds_test.cc).
+struct Range {
+  std::uint64_t min;
+  std::uint64_t max;  // UINT64_MAX: no maximum
+  constexpr bool contains(std::uint64_t v) const noexcept { return v >= min && v <= max; }
+};
+inline constexpr std::uint64_t kNoMax = UINT64_MAX;
+namespace ranges {
+inline constexpr Range port_num{1, 255};
+inline constexpr Range roce_ver{1, 1};  // RoCEv2 only
+inline constexpr Range sl{0, 15};
+inline constexpr Range dscp{0, 255};
+inline constexpr Range buffer_size{4096, 16u << 20};
+inline constexpr Range send_buffers{1, kNoMax};
+inline constexpr Range receive_buffers{1, kNoMax};  // Ceph's 0 = no limit is refused
+inline constexpr Range receive_queue_len{1, kNoMax};
+inline constexpr Range credits{2, 4096};
+inline constexpr Range send_queue_depth{2, 65536};
+inline constexpr Range cq_depth{0, 16777216};
+inline constexpr Range rnr_retry{0, 7};
+inline constexpr Range retry_count{0, 7};
+inline constexpr Range ack_timeout{1, 31};
+inline constexpr Range cm_timeout_ms{1, 600000};
+inline constexpr Range max_connections{1, kNoMax};
+}  // namespace ranges
+// What the configuration ranges promise the wire format (wire.h): our buffers
+// and credits are always ones a peer accepts.
+static_assert(ranges::buffer_size.min >= kMinRecvBufferSize && ranges::buffer_size.max <= kMaxRecvBufferSize);
+static_assert(ranges::credits.min >= kMinWireCredits && ranges::credits.max <= kMaxWireCredits);
+static_assert(ranges::credits.max + kUpdateSlots <= UINT32_MAX);
 
 struct RdmaOptions {
   transport::TransportOptions common{};
@@ -76,7 +114,8 @@ struct RdmaOptions {
   std::uint32_t credits = 16;
   // ms_async_rdma_zero_copy_threshold (default 64 KiB): message data segments
   // at least this large are pulled by the receiver with RDMA READ from the
-  // sender's memory instead of being copied through SENDs.
+  // sender's memory instead of being copied through SENDs. 0: never
+  // (zero_copy_applies() below).
   std::size_t zero_copy_threshold = 64 * 1024;
   // ms_async_rdma_inline_threshold (default 128): SENDs up to this many bytes
   // are posted inline; the QP asks for it as max_inline_data (a device that
@@ -104,6 +143,19 @@ struct RdmaOptions {
   std::chrono::milliseconds cm_timeout{2000};
   // ms_async_rdma_max_connections (default 1024): per stack.
   std::size_t max_connections = 1024;
+  // ms_async_rdma_transfer_timeout (default 30 s): how long a zero-copy
+  // transfer may take -- from our read_request to the peer's read_done, and
+  // from our first RDMA READ of the peer's data to the last one's completion;
+  // past it the connection faults (docs/rdma-transport.md). 0: no limit.
+  std::chrono::milliseconds transfer_timeout{30000};
 };
+
+// ms_async_rdma_zero_copy_threshold's rule for a MESSAGE with `data_len`
+// bytes of data: pulled by RDMA READ when the threshold is set (0 = never) and
+// the data reaches it. A frame without data never is: a read_request with no
+// descriptors is malformed on the wire.
+constexpr bool zero_copy_applies(std::size_t threshold, std::size_t data_len) noexcept {
+  return threshold != 0 && data_len != 0 && data_len >= threshold;
+}
 
 }  // namespace siphon::rdma

@@ -5,9 +5,11 @@
 // one registered send buffer, carries as many queued stream bytes as fit the
 // peer's receive buffer (small frames coalesce) and piggybacks the credits we
 // owe. A MESSAGE whose data segment reaches ms_async_rdma_zero_copy_threshold
-// goes as a read_request instead of its data bytes: the data's memory is
-// registered for remote read just for this transfer, the peer pulls it with
-// RDMA READ into its own pool, and its read_done revokes the registration.
+// (zero_copy_applies(): 0 = never, and never without data) goes as a
+// read_request instead of its data bytes: the data's memory is registered for
+// remote read just for this transfer, the peer pulls it with RDMA READ into
+// its own pool, and its read_done revokes the registration. Both ends bound
+// the transfer with ms_async_rdma_transfer_timeout (rdma_connection.cc).
 //
 // Inbound, every SEND's header is CRC-checked and parsed, and the peer's use
 // of our credits and update slots checked, when its completion arrives
@@ -29,7 +31,6 @@
 namespace siphon::rdma {
 namespace {
 constexpr std::uint32_t kSignalEvery = 16;
-constexpr std::size_t kMaxDescriptors = 64;
 }  // namespace
 
 WrCtx* RdmaConnection::new_ctx(WrCtx::Kind kind) {
@@ -167,7 +168,7 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   shared_.counters.tx_messages.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.tx_bytes.fetch_add(wire.length(), std::memory_order_relaxed);
   bool queued = false;
-  if (frame.tag == proto::Tag::message && data_len >= shared_.opts.zero_copy_threshold &&
+  if (frame.tag == proto::Tag::message && zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) &&
       data_len <= peer_info_.max_read) {
     const std::size_t l0 = frame.segments[0].length();
     const std::size_t off = proto::kPreambleSize +
@@ -188,10 +189,12 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
 
 std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t off) {
   const BufferList& data = frame.segments[3];
-  if (data.segment_count() > kMaxDescriptors) return errc::not_supported;
+  // No data, no read_request: the peer refuses one without descriptors.
+  if (data.empty() || data.segment_count() > kMaxReadDescriptors) return errc::not_supported;
   OutTransfer t;
   std::vector<ReadDescriptor> regions;
   for (const BufferPtr& p : data.ptrs()) {
+    if (p.length() == 0) continue;  // a descriptor of 0 bytes is malformed on the wire
     std::error_code ec;
     auto mr = shared_.pd->reg_mr(const_cast<std::byte*>(p.data()), p.length(), kRemoteRead, ec);
     if (!mr) {
@@ -312,6 +315,7 @@ void RdmaConnection::pump() {
         }
         payload = static_cast<std::uint32_t>(ReadDescriptor::seal(out, item.regions.size()));
         queued_bytes_ -= item.length;
+        if (const auto t = out_transfers_.find(item.id); t != out_transfers_.end()) transfer_started(t->second.since);
         outq_.pop_front();
         break;
       case OutItem::Kind::read_done:
@@ -470,7 +474,7 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx, const SendHeader& h)
       t->length = h.length;
       const std::size_t n = (received - SendHeader::kSize - ReadDescriptor::kCrcSize) / ReadDescriptor::kSize;
       std::uint64_t total = 0;
-      bool ok = n <= kMaxDescriptors;
+      bool ok = n <= kMaxReadDescriptors;
       for (std::size_t i = 0; ok && i < n; ++i) {
         const ReadDescriptor d = ReadDescriptor::decode(p + SendHeader::kSize + i * ReadDescriptor::kSize);
         ok = d.length > 0;
@@ -571,6 +575,7 @@ void RdmaConnection::issue_reads() {
       schedule_retry();  // buffers come back as delivered messages are released
       return;
     }
+    if (t->since == MonoClock::time_point{}) transfer_started(t->since);
     while (t->next_chunk < t->chunks.size()) {
       if (sq_fifo_.size() >= sq_depth_) return flush_batch();
       const auto [buf, n] = t->chunks[t->next_chunk];

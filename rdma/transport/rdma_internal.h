@@ -252,6 +252,9 @@ struct InTransfer {
   std::vector<std::pair<PoolBuffer*, std::uint32_t>> chunks;  // in order
   bool reserved = false;
   bool issued_all = false;
+  // When its buffers were reserved and the first READ went out (unset
+  // before): ms_async_rdma_transfer_timeout counts from here.
+  MonoClock::time_point since{};
   bool ready() const noexcept { return issued_all && reads_outstanding == 0; }
 };
 
@@ -260,6 +263,9 @@ struct InTransfer {
 struct OutTransfer {
   BufferList data;
   std::vector<std::unique_ptr<MemoryRegion>> mrs;
+  // When its read_request was posted (unset before): the peer's read_done is
+  // due within ms_async_rdma_transfer_timeout of it.
+  MonoClock::time_point since{};
 };
 
 class RdmaConnection final : public transport::Connection {
@@ -350,6 +356,13 @@ class RdmaConnection final : public transport::Connection {
   // A receive whose bytes are done with: back to the SRQ, or to the pool.
   void drop_recv(WrCtx* ctx) noexcept;
   void release_srq_reservation() noexcept;
+  // ms_async_rdma_transfer_timeout (rdma_connection.cc): `since` = now, and
+  // the transfer timer armed if it is not. On expiry, a transfer older than
+  // the timeout faults the connection; otherwise the timer re-arms for the
+  // oldest transfer left (none: it stays idle).
+  void transfer_started(MonoClock::time_point& since);
+  void arm_transfer_timer(MonoClock::duration after);
+  void on_transfer_timer();
 
   // A ConnectionRef may outlive the stack: these keep the PD, pools, CQ and
   // device alive until the last connection is gone. (The cycle through the
@@ -435,6 +448,8 @@ class RdmaConnection final : public transport::Connection {
 
   std::unique_ptr<boost::asio::steady_timer> retry_timer_;
   bool retry_pending_ = false;
+  std::unique_ptr<boost::asio::steady_timer> transfer_timer_;
+  bool transfer_timer_armed_ = false;
   std::vector<SendWr> batch_;  // reused: the data path does not allocate per post
   std::vector<Sge> sges_;
   std::vector<std::unique_ptr<WrCtx>> ctx_storage_;

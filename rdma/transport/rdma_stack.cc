@@ -27,6 +27,7 @@ std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
   SIPHON_COUNTER(zero_copy_transfers) SIPHON_COUNTER(zero_copy_bytes) SIPHON_COUNTER(tx_copied_bytes)
   SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(send_buffer_stalls) SIPHON_COUNTER(srq_refusals)
   SIPHON_COUNTER(credit_violations) SIPHON_COUNTER(header_crc_errors)
+  SIPHON_COUNTER(transfer_timeouts)
 #undef SIPHON_COUNTER
   return m;
 }
@@ -116,18 +117,73 @@ std::size_t usable_cpus() noexcept {
 
 std::size_t spinning_workers() noexcept { return g_spinning.load(std::memory_order_relaxed); }
 
+namespace {
+
+void check_range(std::string_view option, std::uint64_t v, Range r) {
+  if (r.contains(v)) return;
+  throw SetupError(errc::config_error, fmt::format("{} = {}", option, v),
+                   r.max == kNoMax ? fmt::format("use a value of at least {}", r.min)
+                                   : fmt::format("use a value in [{}, {}]", r.min, r.max));
+}
+
+// The ranges of options.h and the rules between options, for callers that
+// build RdmaOptions themselves; compat/ refuses the same values in ceph.conf
+// (options.def ranges, Config::check_cross rules).
+void check_options(const RdmaOptions& o) {
+  if (o.common.async_op_threads == 0)
+    throw SetupError(errc::config_error, "ms_async_op_threads = 0", "use at least 1 worker thread");
+  check_range("ms_async_rdma_port_num", o.port_num, ranges::port_num);
+  if (o.roce_ver < 0 || !ranges::roce_ver.contains(static_cast<std::uint64_t>(o.roce_ver)))
+    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_roce_ver = {}", o.roce_ver),
+                     "Siphon supports RoCE v2 only (ms_async_rdma_roce_ver = 1)");
+  check_range("ms_async_rdma_sl", o.sl, ranges::sl);
+  check_range("ms_async_rdma_dscp", o.dscp, ranges::dscp);
+  check_range("ms_async_rdma_buffer_size", o.buffer_size, ranges::buffer_size);
+  check_range("ms_async_rdma_send_buffers", o.send_buffers, ranges::send_buffers);
+  check_range("ms_async_rdma_receive_buffers", o.receive_buffers, ranges::receive_buffers);
+  check_range("ms_async_rdma_receive_queue_len", o.receive_queue_len, ranges::receive_queue_len);
+  check_range("ms_async_rdma_credits", o.credits, ranges::credits);
+  check_range("ms_async_rdma_send_queue_depth", o.send_queue_depth, ranges::send_queue_depth);
+  check_range("ms_async_rdma_cq_depth", o.cq_depth, ranges::cq_depth);
+  check_range("ms_async_rdma_rnr_retry", o.rnr_retry, ranges::rnr_retry);
+  check_range("ms_async_rdma_retry_count", o.retry_count, ranges::retry_count);
+  check_range("ms_async_rdma_timeout", o.ack_timeout, ranges::ack_timeout);
+  check_range("ms_async_rdma_cm_timeout", static_cast<std::uint64_t>(std::max<std::int64_t>(o.cm_timeout.count(), 0)),
+              ranges::cm_timeout_ms);
+  check_range("ms_async_rdma_max_connections", o.max_connections, ranges::max_connections);
+  const std::uint64_t per_qp = std::uint64_t{o.credits} + kUpdateSlots;
+  if (o.receive_buffers < per_qp)
+    throw SetupError(errc::config_error,
+                     fmt::format("ms_async_rdma_receive_buffers = {} cannot hold one connection's {} credits + {} "
+                                 "update slots", o.receive_buffers, o.credits, kUpdateSlots),
+                     fmt::format("raise ms_async_rdma_receive_buffers to at least {} or lower ms_async_rdma_credits",
+                                 per_qp));
+  if (o.support_srq) {
+    // The device may cap the SRQ below receive_queue_len (checked again
+    // against the capped depth when the device is open).
+    if (o.receive_queue_len < per_qp)
+      throw SetupError(errc::config_error,
+                       fmt::format("ms_async_rdma_receive_queue_len = {} cannot back even one connection's {} "
+                                   "credits + {} update slots", o.receive_queue_len, o.credits, kUpdateSlots),
+                       "raise ms_async_rdma_receive_queue_len or lower ms_async_rdma_credits");
+    const std::uint64_t nw = o.common.async_op_threads;
+    if (o.receive_queue_len * nw >= o.receive_buffers)
+      throw SetupError(errc::config_error,
+                       fmt::format("ms_async_rdma_receive_buffers = {} cannot fill {} workers' SRQs of {} receives "
+                                   "and leave room for RDMA READ targets", o.receive_buffers, nw, o.receive_queue_len),
+                       fmt::format("raise ms_async_rdma_receive_buffers above {} (twice that leaves half for "
+                                   "zero-copy reads) or lower ms_async_rdma_receive_queue_len",
+                                   o.receive_queue_len * nw));
+  }
+}
+
+}  // namespace
+
 RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
     : shared_(std::make_shared<RdmaShared>(provider, std::move(options))) {
   RdmaShared& s = *shared_;
   const RdmaOptions& o = s.opts;
-  if (o.common.async_op_threads == 0)
-    throw SetupError(errc::config_error, "ms_async_op_threads = 0", "use at least 1 worker thread");
-  if (o.credits < 2 || o.credits > 4096)
-    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_credits = {}", o.credits),
-                     "use a value in [2, 4096]");
-  if (o.buffer_size < 4096 || o.buffer_size > (16u << 20))
-    throw SetupError(errc::config_error, fmt::format("ms_async_rdma_buffer_size = {}", o.buffer_size),
-                     "use a value in [4K, 16M]");
+  check_options(o);
 
   const std::vector<std::string> found = provider.list_devices();
   std::string name = o.device_name;

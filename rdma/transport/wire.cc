@@ -75,9 +75,13 @@ std::error_code ConnectInfo::decode(std::span<const std::uint8_t> b, ConnectInfo
   c.max_frame = get32(&b[20]);
   c.zero_copy_threshold = get32(&b[24]);
   c.max_read = get32(&b[28]);
-  if (c.credits < 2 || c.credits > 65535) return bad(reason, "credits outside [2, 65535]");
-  if (c.update_slots < 1 || c.update_slots > 64) return bad(reason, "update slots outside [1, 64]");
-  if (c.recv_buffer_size < 1024 || c.recv_buffer_size > (64u << 20))
+  // The texts spell out the constants of wire.h (wire_test checks each bound).
+  static_assert(kMinWireCredits == 2 && kMaxWireCredits == 65535 && kMinUpdateSlots == 1 &&
+                kMaxUpdateSlots == 64 && kMinRecvBufferSize == 1024 && kMaxRecvBufferSize == (64u << 20));
+  if (c.credits < kMinWireCredits || c.credits > kMaxWireCredits) return bad(reason, "credits outside [2, 65535]");
+  if (c.update_slots < kMinUpdateSlots || c.update_slots > kMaxUpdateSlots)
+    return bad(reason, "update slots outside [1, 64]");
+  if (c.recv_buffer_size < kMinRecvBufferSize || c.recv_buffer_size > kMaxRecvBufferSize)
     return bad(reason, "receive buffer size outside [1 KiB, 64 MiB]");
   out = c;
   return {};

@@ -115,4 +115,31 @@ struct ReadDescriptor {
   static std::size_t seal(std::uint8_t* first, std::size_t n) noexcept;
 };
 
+// --- Limits of the wire format: what a decoder accepts from a peer. The
+// stack's own configuration ranges (options.h) sit inside them.
+
+// Receive buffers a peer may advertise (ConnectInfo::recv_buffer_size).
+inline constexpr std::uint32_t kMinRecvBufferSize = 1024;
+inline constexpr std::uint32_t kMaxRecvBufferSize = 64u << 20;
+// Data credits a peer may grant (ConnectInfo::credits).
+inline constexpr std::uint32_t kMinWireCredits = 2;
+inline constexpr std::uint32_t kMaxWireCredits = 65535;
+// Receives a peer may reserve for credit updates (ConnectInfo::update_slots).
+inline constexpr std::uint16_t kMinUpdateSlots = 1;
+inline constexpr std::uint16_t kMaxUpdateSlots = 64;
+// Descriptors in one read_request: as many as fit the smallest receive buffer
+// a peer may have, after the header and before the descriptors' CRC (so a
+// read_request is always one SEND): (1024 - 20 - 4) / 16 = 62.
+inline constexpr std::size_t kMaxReadDescriptors =
+    (kMinRecvBufferSize - SendHeader::kSize - ReadDescriptor::kCrcSize) / ReadDescriptor::kSize;
+
+static_assert(kMaxReadDescriptors >= 1);
+static_assert(SendHeader::kSize + kMaxReadDescriptors * ReadDescriptor::kSize + ReadDescriptor::kCrcSize <=
+                  kMinRecvBufferSize,
+              "a read_request with the most descriptors must fit the smallest receive buffer");
+static_assert(kMinRecvBufferSize > SendHeader::kSize, "a stream SEND must carry at least one byte");
+static_assert(kMinRecvBufferSize <= kMaxRecvBufferSize && kMinWireCredits <= kMaxWireCredits &&
+              kMinUpdateSlots <= kMaxUpdateSlots);
+static_assert(kMaxWireCredits <= UINT16_MAX, "credits are returned in SendHeader::credits_returned (16 bits)");
+
 }  // namespace siphon::rdma

@@ -29,6 +29,7 @@ class RawRcPeer {
     std::uint32_t recv_size = 4096;   // each receive buffer; advertised as recv_buffer_size
     std::uint32_t credits = 8;        // advertised; update_slots more receives are posted
     std::uint16_t update_slots = rdma::kUpdateSlots;  // advertised
+    std::uint32_t max_read = 0;       // advertised: the largest transfer we offer to pull (0 = none)
   };
 
   RawRcPeer(rdma::Provider& prov, const Layout& l) : prov_(prov), layout_(l), mem_(l.mem_bytes) {}
@@ -74,6 +75,7 @@ class RawRcPeer {
     mine.update_slots = layout_.update_slots;
     mine.credits = layout_.credits;
     mine.recv_buffer_size = layout_.recv_size;
+    mine.max_read = layout_.max_read;
     ConnParam param;
     const auto b = mine.encode();
     param.private_data.assign(b.begin(), b.end());

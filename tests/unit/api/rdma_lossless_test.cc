@@ -103,7 +103,8 @@ std::uint64_t scale_divisor() {
   return v == 0 ? 1 : v;
 }
 
-std::shared_ptr<rdma::RdmaStack> make_stack(rdma::Provider& provider, const MessengerOptions& o) {
+std::shared_ptr<rdma::RdmaStack> make_stack(rdma::Provider& provider, const MessengerOptions& o,
+                                            const std::function<void(rdma::RdmaOptions&)>& tune = {}) {
   rdma::RdmaOptions r;
   r.common = o.transport.common;
   r.device_name = "soft0";
@@ -111,6 +112,7 @@ std::shared_ptr<rdma::RdmaStack> make_stack(rdma::Provider& provider, const Mess
   r.credits = 8;
   r.receive_buffers = 8192;  // 128 MiB: max_read = 64 MiB, so 8 MiB goes zero-copy
   r.polling = std::chrono::microseconds(50);
+  if (tune) tune(r);
   return std::make_shared<rdma::RdmaStack>(provider, r);
 }
 
@@ -230,6 +232,60 @@ TEST(RdmaLossless, BitFlipsInSendHeadersAreCaughtAndReplayed) {
     // violation, and no sender ran short of receives.
     EXPECT_EQ(cc.at("credit_violations") + sc.at("credit_violations"), 0u);
     EXPECT_EQ(cf.rnr_naks_sent + sf.rnr_naks_sent, 0u);
+    m.stop();
+  }
+}
+
+
+// ms_async_rdma_transfer_timeout under a lossless session: the server's
+// fabric holds one of its work requests in 100 for 300 ms (the software
+// fabric's delay fault) while zero-copy transfers are frequent (threshold
+// 1 KiB: one message in 16 or so) and the timeout is 50 ms, so transfers
+// caught behind a hold -- the server's READ, or its read_done the client
+// waits for -- time out and fault the connection; the client reconnects and
+// replays. Every message must still arrive exactly once, in order, intact.
+// The ACK timeout is the longest there is so that a hold never turns into a
+// transport retry fault: the faults here are the transfer timeout's.
+TEST(RdmaLossless, StalledTransfersTimeOutAndTheSessionReplays) {
+  const std::uint64_t count = 6000 / scale_divisor();
+  rdma::soft::SoftOptions held;
+  held.faults.seed = 21;
+  held.faults.delay.one_in = 100;
+  held.faults.delay_us = 300'000;
+  auto client_provider = rdma::soft::make_provider();
+  auto server_provider = rdma::soft::make_provider(held);
+  MessengerOptions o = test_options(2);
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
+  OrderVerifier v(differs);
+  const auto tune = [](rdma::RdmaOptions& r) {
+    r.zero_copy_threshold = 1024;
+    r.transfer_timeout = std::chrono::milliseconds(50);
+    r.ack_timeout = 31;
+  };
+  {
+    auto server_stack = make_stack(*server_provider, o, tune);
+    auto client_stack = make_stack(*client_provider, o, tune);
+    MessengerPair m;
+    ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, o, Policy::stateful_server(),
+                                         Policy::lossless_client(), v, count, make, std::chrono::seconds(120),
+                                         std::chrono::seconds(300)));
+    const auto cs = m.client->stats();
+    const auto ss = m.server->stats();
+    const auto cc = client_stack->counters().snapshot();
+    const auto sc = server_stack->counters().snapshot();
+    const auto sf = *rdma::soft::counters(*server_provider);
+    std::printf("[ lossless ] %" PRIu64 " messages delivered once, in order, intact; %" PRIu64
+                " zero-copy transfers, %" PRIu64 " holds injected, %" PRIu64 " transfer timeouts (client %" PRIu64
+                ", server %" PRIu64 "), %" PRIu64 " connection faults, %" PRIu64 " reconnects, %" PRIu64
+                " messages replayed, %" PRIu64 " retry-exceeded completions\n",
+                count, cc.at("zero_copy_transfers") + sc.at("zero_copy_transfers"), sf.delays,
+                cc.at("transfer_timeouts") + sc.at("transfer_timeouts"), cc.at("transfer_timeouts"),
+                sc.at("transfer_timeouts"), cs.faults + ss.faults, cs.reconnects + ss.reconnects,
+                cs.messages_replayed + ss.messages_replayed, cc.at("wc_retry_exceeded") + sc.at("wc_retry_exceeded"));
+    EXPECT_GT(sf.delays, 0u);
+    EXPECT_GT(cc.at("transfer_timeouts") + sc.at("transfer_timeouts"), 0u) << "no transfer timed out";
+    EXPECT_GT(cs.reconnects + ss.reconnects, 0u);
+    EXPECT_EQ(cc.at("wc_retry_exceeded") + sc.at("wc_retry_exceeded"), 0u) << "a hold became a retry fault";
     m.stop();
   }
 }

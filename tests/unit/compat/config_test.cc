@@ -275,17 +275,22 @@ TEST(Config, SectionNameWarnings) {
 TEST(Config, DieOptionsWarnAndCrossChecks) {
   Diagnostics d;
   load("[global]\nms_die_on_bad_msg = true\nms_bind_port_min = 7000\nms_bind_port_max = 6900\n"
-       "ms_async_rdma_receive_buffers = 100\nms_initial_backoff = 20\n",
+       "ms_async_rdma_receive_buffers = 17\nms_initial_backoff = 20\n",
        "client.admin", d);
   EXPECT_TRUE(has_diag(d, Severity::warning, 2, 1, "never aborts"));
   EXPECT_TRUE(has_diag(d, Severity::error, 4, 1, "ms_bind_port_min (7000) is above ms_bind_port_max (6900)"));
-  EXPECT_TRUE(has_diag(d, Severity::error, 5, 1, "receive queue could never be filled"));
+  EXPECT_TRUE(has_diag(d, Severity::error, 5, 1, "cannot hold one connection's ms_async_rdma_credits (16) + 2"));
   EXPECT_TRUE(has_diag(d, Severity::warning, 6, 1, "ms_initial_backoff (20.000000) is above ms_max_backoff"));
   EXPECT_FALSE(find_diag(d, Severity::error, "nothing to bind"));
   Diagnostics d2;
-  load("[global]\nms_bind_ipv4 = false\nms_bind_ipv6 = false\nms_async_rdma_credits = 5000\n", "client.admin", d2);
+  load("[global]\nms_bind_ipv4 = false\nms_bind_ipv6 = false\nms_async_rdma_support_srq = true\n"
+       "ms_async_rdma_credits = 4095\n", "client.admin", d2);
   EXPECT_TRUE(has_diag(d2, Severity::error, 3, 1, "nothing to bind"));
-  EXPECT_TRUE(has_diag(d2, Severity::error, 4, 1, "receives that are not posted"));
+  EXPECT_TRUE(has_diag(d2, Severity::error, 5, 1, "receives that are not posted"));
+  // Without an SRQ the receive queue length is not used: no such error.
+  Diagnostics d2b;
+  load("[global]\nms_async_rdma_credits = 4095\n", "client.admin", d2b);
+  EXPECT_FALSE(find_diag(d2b, Severity::error, "receives that are not posted")) << d2b.to_string();
   Diagnostics d3;
   load("[global]\nms_async_rdma_path_mtu = 1500\n", "client.admin", d3);
   EXPECT_TRUE(has_diag(d3, Severity::error, 2, 1,

@@ -50,6 +50,10 @@ expect "no action" 1 "give an action" --
 expect "unknown argument" 1 "unknown argument '--bogus'" -- -c basic.conf --bogus --lookup x
 expect "bad value on the command line" 1 "command line: error: --ms_crc_data=maybe" -- \
   -c basic.conf --ms_crc_data=maybe --show-config
+# The RDMA stack's ranges (rdma/transport/options.h) are the schema's: a value the
+# stack would refuse at start is an error here, with its accepted range.
+expect "rdma range from the stack" 1 "command line: error: --ms_async_rdma_credits: '5000' is above the maximum 4096 .*2..4096" -- \
+  -c basic.conf --ms_async_rdma_credits 5000 --check
 expect "bad name" 1 "'foo' is not an entity name" -- -c basic.conf -n foo --lookup ms_type
 expect "missing file" 1 "unable to open a configuration file from the search list: nope.conf" -- \
   -c nope.conf --check

@@ -242,5 +242,37 @@ TEST(RdmaStack, StopFailsAConnectInProgress) {
   EXPECT_EQ(f.get(), make_error_code(errc::shutting_down));
 }
 
+// ms_async_rdma_zero_copy_threshold = 0 means never (configuration.md), and
+// a MESSAGE without data never goes by read_request: one with no
+// descriptors is malformed on the wire. Before the fix, 0 sent everything
+// as a read_request and the data-less ones faulted the connection.
+TEST(RdmaStack, ZeroCopyThresholdZeroMeansNeverEvenWithoutData) {
+  EXPECT_FALSE(zero_copy_applies(0, 1u << 20));
+  EXPECT_FALSE(zero_copy_applies(0, 0));
+  EXPECT_FALSE(zero_copy_applies(1, 0));
+  EXPECT_TRUE(zero_copy_applies(1, 1));
+  EXPECT_TRUE(zero_copy_applies(64u << 10, 64u << 10));
+  EXPECT_FALSE(zero_copy_applies(64u << 10, (64u << 10) - 1));
+
+  RdmaOptions o = small_options();
+  o.zero_copy_threshold = 0;
+  Pair p(o);
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  constexpr std::uint32_t kCount = 20;
+  const auto data_of = [](std::uint32_t i) -> std::size_t { return i % 2 == 0 ? 0 : 300000; };
+  on_worker(*p.cconn, [&] {
+    for (std::uint32_t i = 0; i < kCount; ++i) EXPECT_FALSE(p.cconn->send(message(i, 100, data_of(i))));
+    return 0;
+  });
+  ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() == kCount || p.shandler.fault; }));
+  ASSERT_FALSE(p.shandler.get_fault()) << p.shandler.get_fault()->reason;
+  {
+    std::lock_guard lk(p.shandler.mu);
+    for (std::uint32_t i = 0; i < kCount; ++i) EXPECT_TRUE(is_message(p.shandler.frames[i], i, 100, data_of(i)));
+  }
+  EXPECT_EQ(p.client->counters().snapshot().at("zero_copy_transfers"), 0u);
+  EXPECT_EQ(p.server->counters().snapshot().at("rdma_reads"), 0u);
+}
+
 }  // namespace
 }  // namespace siphon::rdma
