@@ -37,7 +37,7 @@ class Peer : public RawRcPeer {
  public:
   explicit Peer(Provider& prov)
       : RawRcPeer(prov, {kRecvOff + std::size_t{kRecvSize} * (kCredits + kUpdateSlots), kRecvOff, kRecvSize,
-                         kCredits, /*max_read=*/1u << 20}) {}
+                         kCredits, kUpdateSlots, /*max_read=*/1u << 20}) {}
 
   // One SEND of `h` and `payload` from the send buffer; waits for its completion.
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
