@@ -199,8 +199,11 @@ class MrTable {
   // Engine, a bind_mw WR of QP `qpn` (PD `pd`): false when the bind is not
   // allowed (window unknown, bound, other PD, key of another window, MR not
   // live / other PD / without kMwBind, range outside the MR, rights).
-  bool bind_mw(std::uint32_t new_key, std::uint32_t pd, std::uint32_t qpn, std::uint32_t mr_key,
-               std::uint64_t addr, std::uint64_t len, std::uint32_t access) noexcept;
+  // `cur_key` is the window's rkey when the WR was posted (as rxe checks):
+  // a bind for a window freed and reallocated since fails.
+  bool bind_mw(std::uint32_t cur_key, std::uint32_t new_key, std::uint32_t pd, std::uint32_t qpn,
+               std::uint32_t mr_key, std::uint64_t addr, std::uint64_t len,
+               std::uint32_t access) noexcept;
   // Engine, a local_inv WR: false unless `key` is a bound window of `pd`.
   bool invalidate(std::uint32_t key, std::uint32_t pd) noexcept;
   // `mu` held. The entry when `key` is live, in `pd`, grants `need` and
@@ -495,6 +498,7 @@ struct SendSlot {
   // bind_mw: the MR's key, the window's range and rights (raddr = address,
   // rkey = the window's new rkey); local_inv: rkey = the key to invalidate.
   std::uint32_t mr_key;
+  std::uint32_t mw_key;  // bind_mw: the window's rkey when the bind was posted
   std::uint32_t mw_access;
   std::uint64_t mw_len;
   bool local_done;     // engine: the bind / invalidate was executed (not redone on resend)

@@ -326,14 +326,14 @@ void MrTable::remove_mw(std::uint32_t index) noexcept {
   free_.push_back(slot);
 }
 
-bool MrTable::bind_mw(std::uint32_t new_key, std::uint32_t pd, std::uint32_t qpn,
+bool MrTable::bind_mw(std::uint32_t cur_key, std::uint32_t new_key, std::uint32_t pd, std::uint32_t qpn,
                       std::uint32_t mr_key, std::uint64_t addr, std::uint64_t len,
                       std::uint32_t access) noexcept {
   std::lock_guard lk(mu);
   const std::uint32_t slot = (new_key >> 8) - 1;
   if ((new_key >> 8) == 0 || slot >= slots_.size()) return false;
   MrEntry& w = slots_[slot];
-  if (!w.live || !w.mw || w.bound || w.pd != pd) return false;
+  if (!w.live || !w.mw || w.bound || w.pd != pd || w.key != cur_key) return false;
   if ((access & ~std::uint32_t{kRemoteRead | kRemoteWrite}) != 0) return false;
   const MrEntry* mr = check(mr_key, pd, kMwBind, addr, len);
   if (mr == nullptr || mr->mw) return false;

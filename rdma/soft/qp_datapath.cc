@@ -89,6 +89,7 @@ std::error_code QpCore::post_send(std::span<const SendWr> wrs, std::size_t* bad)
     if (wr.opcode == Opcode::bind_mw) {
       s.raddr = wr.bind.addr;
       s.mr_key = wr.bind.mr->lkey();
+      s.mw_key = mw->rkey();
       s.mw_access = wr.bind.access;
       s.mw_len = wr.bind.length;
     }
@@ -362,7 +363,7 @@ void QpCore::fill_requests(Link& link) {
     if (s.op == Opcode::bind_mw || s.op == Opcode::local_inv) {
       if (!s.local_done) {
         const bool ok = s.op == Opcode::bind_mw
-                            ? dev.mrs.bind_mw(s.rkey, pd, qpn, s.mr_key, s.raddr, s.mw_len, s.mw_access)
+                            ? dev.mrs.bind_mw(s.mw_key, s.rkey, pd, qpn, s.mr_key, s.raddr, s.mw_len, s.mw_access)
                             : dev.mrs.invalidate(s.rkey, pd);
         if (!ok) {
           // rxe: IB_WC_MW_BIND_ERR (mapped to local_protection_error) for a

@@ -28,6 +28,7 @@ class RawRcPeer {
     std::size_t recv_offset = 0;      // the first receive buffer
     std::uint32_t recv_size = 4096;   // each receive buffer; advertised as recv_buffer_size
     std::uint32_t credits = 8;        // advertised; kUpdateSlots more receives are posted
+    std::uint32_t max_read = 0;       // advertised: the largest zero-copy transfer we pull (0 = none)
   };
 
   RawRcPeer(rdma::Provider& prov, const Layout& l) : prov_(prov), layout_(l), mem_(l.mem_bytes) {}
@@ -73,6 +74,7 @@ class RawRcPeer {
     mine.update_slots = kUpdateSlots;
     mine.credits = layout_.credits;
     mine.recv_buffer_size = layout_.recv_size;
+    mine.max_read = layout_.max_read;
     ConnParam param;
     const auto b = mine.encode();
     param.private_data.assign(b.begin(), b.end());
@@ -97,6 +99,21 @@ class RawRcPeer {
     wr.flags = rdma::kSignaled;
     wr.sg_list = &sg;
     wr.num_sge = 1;
+    return qp_->post_send({&wr, 1}, nullptr);
+  }
+
+  // Posts one signaled RDMA READ of `bytes` at (`raddr`, `rkey`) into offset `off`.
+  std::error_code post_read(std::size_t off, std::uint32_t bytes, std::uint64_t raddr, std::uint32_t rkey,
+                            std::uint64_t wr_id) {
+    const rdma::Sge sg{addr(off), bytes, mr_->lkey()};
+    rdma::SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = rdma::Opcode::rdma_read;
+    wr.flags = rdma::kSignaled;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.remote_addr = raddr;
+    wr.rkey = rkey;
     return qp_->post_send({&wr, 1}, nullptr);
   }
 
