@@ -10,7 +10,13 @@
 // fallback, SoftOptions::memory_windows = false) the same READ succeeds: that
 // is the hazard the fallback's start-up log line names, and the proof that
 // the first case is not passing by accident.
+//
+// Inside the rxe guest (SIPHON_RXE_DEV set; ctest rxe.rdma_stack_rkey) the
+// server and the raw peers use the verbs provider on rxe0 instead, and only
+// the MemoryWindows case runs (the fallback is a soft-fabric option).
 #include <gtest/gtest.h>
+
+#include <cstdlib>
 
 #include <cstring>
 #include <deque>
@@ -21,6 +27,9 @@
 #include "rdma/transport/credits.h"
 #include "rdma/transport/wire.h"
 #include "stack_test_util.h"
+#ifdef SIPHON_HAVE_VERBS
+#include "rdma/verbs/verbs_provider.h"
+#endif
 
 namespace siphon::rdma {
 namespace {
@@ -117,6 +126,18 @@ class Peer : public RawRcPeer {
   std::uint64_t next_id_ = 1000;
 };
 
+// The rxe device inside the guest (nullptr on the host: the soft fabric).
+const char* rxe_device() { return std::getenv("SIPHON_RXE_DEV"); }
+
+std::unique_ptr<Provider> make_provider(bool windows) {
+#ifdef SIPHON_HAVE_VERBS
+  if (rxe_device() != nullptr) return verbs::make_provider();
+#endif
+  soft::SoftOptions so;
+  so.memory_windows = windows;
+  return soft::make_provider(so);
+}
+
 struct Server {
   std::unique_ptr<Provider> provider;
   std::unique_ptr<RdmaStack> stack;
@@ -124,14 +145,17 @@ struct Server {
   NetAddress bound;
   explicit Server(bool windows) {
     debug_logging();
-    soft::SoftOptions so;
-    so.memory_windows = windows;
-    provider = soft::make_provider(so);
+    provider = make_provider(windows);
     RdmaOptions o = small_options();
     o.common.async_op_threads = 1;  // both connections on one worker
+    std::string host = "127.0.0.1";
+    if (rxe_device() != nullptr) {
+      o.device_name = rxe_device();
+      if (const char* a = std::getenv("SIPHON_RXE_ADDR")) host = a;  // rdma-cm does not work over rxe on lo
+    }
     stack = std::make_unique<RdmaStack>(*provider, o);
     stack->start();
-    EXPECT_FALSE(stack->listen(*NetAddress::parse("127.0.0.1:0"), accepted.handler(), bound));
+    EXPECT_FALSE(stack->listen(*NetAddress::parse(host + ":0"), accepted.handler(), bound));
   }
   ~Server() { stack->stop(); }
 };
@@ -157,11 +181,12 @@ class ScopedRkeys : public ::testing::TestWithParam<bool> {};
 
 TEST_P(ScopedRkeys, AnRkeyOfConnectionAIsUselessOnConnectionB) {
   const bool windows = GetParam();
+  if (!windows && rxe_device() != nullptr) GTEST_SKIP() << "the fallback is a soft-fabric option";
   LogCapture logs;
   Server server(windows);
   EXPECT_EQ(logs.contains("zero-copy rkeys are not connection-scoped"), !windows)
       << "one start-up line names the fallback";
-  auto raw_provider = soft::make_provider();
+  auto raw_provider = make_provider(true);
   Peer a(*raw_provider), b(*raw_provider);
   transport::ConnectionRef sa, sb;
   Collector ha, hb;
