@@ -271,9 +271,9 @@ void RdmaConnection::pump() {
   bool stalled_now = false;
   while (!outq_.empty()) {
     if (sq_fifo_.size() >= sq_depth_) break;
-    if (outq_.front().kind == OutItem::Kind::read_request &&
+    if (shared_.scoped_rkeys && outq_.front().kind == OutItem::Kind::read_request &&
         sq_fifo_.size() + outq_.front().regions.size() + 1 > sq_depth_)
-      break;  // its window binds and the SEND go together
+      break;  // its window binds and the SEND go together (queue_bulk made sure they fit)
     if (!credits_->can_send_data()) {
       stalled_now = true;
       break;
