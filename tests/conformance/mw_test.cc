@@ -223,6 +223,41 @@ void MemoryWindow_InvalidatedRkeyIsDeadAndRebindGivesANewOne::b(Side& s) {
   ASSERT_TRUE(s.oob->sync());
 }
 
+// Destroying a bound window (ibv_dealloc_mw) revokes it at once: this is how
+// the RDMA stack ends a zero-copy transfer, before deregistering the MR.
+SIPHON_TWO_SIDED(MemoryWindow, DeallocatedWindowIsDead)
+void MemoryWindow_DeallocatedWindowIsDead::a(Side& s) {
+  if (skip_without_windows(s)) GTEST_SKIP() << "device without type-2 memory windows";
+  Rc a = connect_rc(s);
+  ASSERT_TRUE(a.qp);
+  Window w{};
+  ASSERT_TRUE(s.oob->recv(w));
+  Buffer dst = make_buffer(*s.pd, kLen, kLocalWrite);
+  EXPECT_EQ(read_one(a, dst, w.addr, w.rkey, 512, 1), WcStatus::success);
+  ASSERT_TRUE(s.oob->sync());  // B destroys the window
+  ASSERT_TRUE(s.oob->sync());
+  EXPECT_EQ(read_one(a, dst, w.addr, w.rkey, 512, 2), WcStatus::remote_access_error)
+      << "a deallocated window";
+  EXPECT_EQ(settled_state(*a.qp, QpState::err), QpState::err);
+  ASSERT_TRUE(s.oob->sync());
+}
+void MemoryWindow_DeallocatedWindowIsDead::b(Side& s) {
+  if (skip_without_windows(s)) GTEST_SKIP() << "device without type-2 memory windows";
+  Rc b = connect_rc(s);
+  ASSERT_TRUE(b.qp);
+  Buffer mem = window_buffer(s);
+  std::error_code ec;
+  auto mw = s.pd->alloc_mw(ec);
+  ASSERT_TRUE(mw) << ec.message();
+  bind_ok(b, *mw, mem, 0, kLen);
+  ASSERT_TRUE(s.oob->send(Window{mem.addr(), mw->rkey(), kLen}));
+  ASSERT_TRUE(s.oob->sync());
+  mw.reset();
+  ASSERT_TRUE(s.oob->sync());
+  ASSERT_TRUE(s.oob->sync());
+  mem.mr.reset();  // after the window (rxe refuses an MR with bound windows)
+}
+
 // A window covers exactly its range: a READ running past it is refused.
 // Round 0: a window on [1024, 2048) of a 4 KiB MR, read 512 bytes past its
 // end (still inside the MR). Round 1: a window over the whole MR, read past
