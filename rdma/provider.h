@@ -37,7 +37,12 @@ namespace siphon::rdma {
 
 // ---------------------------------------------------------------- data path
 
-enum class Opcode : std::uint8_t { send, send_with_imm, rdma_write, rdma_write_with_imm, rdma_read };
+// bind_mw and local_inv are memory-window operations (type-2 windows, see
+// MemoryWindow): they execute in send-queue order like the others and
+// complete with WcOpcode::bind_mw / local_inv.
+enum class Opcode : std::uint8_t {
+  send, send_with_imm, rdma_write, rdma_write_with_imm, rdma_read, bind_mw, local_inv,
+};
 
 // Send flags (bit values are Siphon's, not ibv's).
 enum SendFlags : std::uint32_t {
@@ -52,7 +57,30 @@ enum Access : std::uint32_t {
   kLocalWrite = 1u << 0,
   kRemoteWrite = 1u << 1,
   kRemoteRead = 1u << 2,
+  kMwBind = 1u << 4,  // IBV_ACCESS_MW_BIND: memory windows may be bound to the MR
 };
+
+class MemoryWindow;
+class MemoryRegion;
+
+// The window of an Opcode::bind_mw work request. The window covers
+// [addr, addr + length) of `mr` (which must be in the QP's PD and registered
+// with kMwBind) and grants `access` (kRemoteRead and/or kRemoteWrite; remote
+// write needs kLocalWrite on the MR). The window becomes usable with the
+// SendWr's `rkey` (next_rkey(mw->rkey())) by the peer of THIS QP only.
+struct MwBind {
+  MemoryWindow* mw = nullptr;
+  const MemoryRegion* mr = nullptr;
+  std::uint64_t addr = 0;
+  std::uint64_t length = 0;
+  std::uint32_t access = 0;
+};
+
+// ibv_inc_rkey: the same window index with the next 8-bit key, the rkey a
+// (re)bind gives a window so that rkeys of its earlier binds stay dead.
+constexpr std::uint32_t next_rkey(std::uint32_t rkey) noexcept {
+  return (rkey & 0xFFFFFF00u) | ((rkey + 1u) & 0xFFu);
+}
 
 struct Sge {
   std::uint64_t addr = 0;
@@ -68,7 +96,10 @@ struct SendWr {
   std::uint32_t num_sge = 0;
   std::uint32_t imm_data = 0;     // host byte order; providers convert
   std::uint64_t remote_addr = 0;  // RDMA_WRITE / RDMA_READ
+  // RDMA_WRITE / RDMA_READ: the remote key; bind_mw: the window's new rkey
+  // (next_rkey(bind.mw->rkey())); local_inv: the rkey to invalidate.
   std::uint32_t rkey = 0;
+  MwBind bind;                    // bind_mw only
 };
 
 struct RecvWr {
@@ -95,7 +126,9 @@ std::string_view to_string(WcStatus s) noexcept;
 // errc value for a completion status (success -> empty error_code).
 std::error_code to_error(WcStatus s) noexcept;
 
-enum class WcOpcode : std::uint8_t { send, rdma_write, rdma_read, recv, recv_rdma_with_imm };
+enum class WcOpcode : std::uint8_t {
+  send, rdma_write, rdma_read, recv, recv_rdma_with_imm, bind_mw, local_inv,
+};
 
 struct Wc {
   std::uint64_t wr_id = 0;
@@ -126,6 +159,10 @@ struct DeviceAttr {
   std::uint32_t max_qp = 0, max_qp_wr = 0, max_sge = 0, max_cq = 0, max_cqe = 0,
                 max_mr = 0, max_pd = 0, max_srq = 0, max_srq_wr = 0, max_srq_sge = 0,
                 max_qp_rd_atom = 0, max_qp_init_rd_atom = 0;
+  std::uint32_t max_mw = 0;
+  // Type-2 memory windows (ProtectionDomain::alloc_mw, Opcode::bind_mw /
+  // local_inv) work on this device. False: alloc_mw fails with not_supported.
+  bool mw_type2 = false;
   std::uint8_t phys_port_cnt = 0;
 };
 
@@ -157,6 +194,24 @@ class MemoryRegion {
   virtual std::uint32_t lkey() const noexcept = 0;
   virtual std::uint32_t rkey() const noexcept = 0;
   virtual std::uint32_t access() const noexcept = 0;
+};
+
+// A type-2 memory window (IBV_MW_TYPE_2): a remote key onto part of an MR,
+// bound by a work request (Opcode::bind_mw) to the QP that posted it. The
+// responder honours its rkey only on requests arriving on that QP, within
+// the bound range and rights, and only until it is invalidated
+// (Opcode::local_inv on the same QP, or destroying the window); any other
+// use completes at the requester with remote_access_error. A type-2 window
+// must be invalidated before it is bound again. An MR cannot be deregistered
+// on every device while windows are bound to it (rxe refuses): destroy or
+// invalidate the windows first.
+class MemoryWindow {
+ public:
+  virtual ~MemoryWindow() = default;  // deallocates; a bound window is invalidated
+  // The rkey of the last bind posted successfully (before any: the rkey the
+  // window was allocated with, which grants nothing). A bind WR's rkey is
+  // next_rkey(rkey()); post_send records it here when it takes the WR.
+  virtual std::uint32_t rkey() const noexcept = 0;
 };
 
 class CompletionQueue {
@@ -277,6 +332,9 @@ class ProtectionDomain {
                                                std::error_code& ec) = 0;
   virtual std::unique_ptr<SharedReceiveQueue> create_srq(const SrqInit& init,
                                                          std::error_code& ec) = 0;
+  // A type-2 memory window on this PD (unbound). errc::not_supported when
+  // the device has none (DeviceAttr::mw_type2 false).
+  virtual std::unique_ptr<MemoryWindow> alloc_mw(std::error_code& ec) = 0;
   // An RC QP in RESET, for out-of-band setups (connection parameters swapped
   // by other means and applied with modify()). QPs for rdma-cm connections
   // come from CmId::create_qp instead.

@@ -164,6 +164,9 @@ class Engine {
 
 // ------------------------------------------------------------- memory
 
+// An MR, or a type-2 memory window (`mw`): a window has no lkey; while
+// `bound` it grants `access` on [addr, addr + len) of the MR `parent` to
+// requests arriving on QP `qpn` only.
 struct MrEntry {
   std::uint64_t addr = 0;
   std::uint64_t len = 0;
@@ -171,21 +174,44 @@ struct MrEntry {
   std::uint32_t pd = 0;
   std::uint32_t key = 0;
   bool live = false;
+  bool mw = false;
+  bool bound = false;
+  std::uint32_t qpn = 0;
+  std::uint32_t parent = 0;
 };
 
-// lkey == rkey == ((slot + 1) << 8) | generation. The engine holds `mu`
-// while it reads or writes registered memory, so once deregistration returns
-// the memory is never touched again.
+// A local access (an SGE): windows never qualify.
+constexpr std::uint32_t kLocalAccess = 0;
+
+// lkey == rkey == ((slot + 1) << 8) | generation. MRs and memory windows
+// share the key space; a window keeps its slot (rkey >> 8) for life and a
+// bind gives it a new low byte. The engine holds `mu` while it reads or
+// writes registered memory, so once deregistration (or a window's
+// invalidation) returns the memory is never touched again through that key.
 class MrTable {
  public:
   explicit MrTable(std::uint32_t limit) : limit_(limit) {}
   std::uint32_t add(std::uint64_t addr, std::uint64_t len, std::uint32_t access, std::uint32_t pd,
                     std::error_code& ec);
+  std::uint32_t add_mw(std::uint32_t pd, std::error_code& ec);  // an unbound window
   void remove(std::uint32_t key) noexcept;
+  void remove_mw(std::uint32_t index) noexcept;  // index = rkey >> 8
+  // Engine, a bind_mw WR of QP `qpn` (PD `pd`): false when the bind is not
+  // allowed (window unknown, bound, other PD, key of another window, MR not
+  // live / other PD / without kMwBind, range outside the MR, rights).
+  // `cur_key` is the window's rkey when the WR was posted (as rxe checks):
+  // a bind for a window freed and reallocated since fails.
+  bool bind_mw(std::uint32_t cur_key, std::uint32_t new_key, std::uint32_t pd, std::uint32_t qpn,
+               std::uint32_t mr_key, std::uint64_t addr, std::uint64_t len,
+               std::uint32_t access) noexcept;
+  // Engine, a local_inv WR: false unless `key` is a bound window of `pd`.
+  bool invalidate(std::uint32_t key, std::uint32_t pd) noexcept;
   // `mu` held. The entry when `key` is live, in `pd`, grants `need` and
-  // covers [addr, addr + len); nullptr otherwise.
+  // covers [addr, addr + len); nullptr otherwise. `qpn` is the QP a remote
+  // request arrived on (kLocalAccess for an SGE): a window's key is valid
+  // only while bound, on the QP it is bound to, and while its MR lives.
   const MrEntry* check(std::uint32_t key, std::uint32_t pd, std::uint32_t need, std::uint64_t addr,
-                       std::uint64_t len) const noexcept;
+                       std::uint64_t len, std::uint32_t qpn = kLocalAccess) const noexcept;
 
   std::mutex mu;
 
@@ -336,6 +362,7 @@ struct RxSink {
   std::uint64_t addr = 0;      // mr: target address, key in `key`
   std::uint32_t key = 0;
   std::uint32_t need = 0;      // mr: access the target must grant
+  std::uint32_t qpn = 0;       // mr: the responder QP (memory windows)
   bool failed = false;         // a protection fault while placing
 };
 
@@ -348,6 +375,7 @@ struct TxSource {
   std::uint32_t pd = 0;
   std::uint64_t addr = 0;               // mr
   std::uint32_t key = 0;
+  std::uint32_t qpn = 0;                // mr: the responder QP (memory windows)
   bool failed = false;
 };
 
@@ -467,6 +495,13 @@ struct SendSlot {
   std::uint32_t num_sge;
   std::uint32_t length;
   Opcode op;
+  // bind_mw: the MR's key, the window's range and rights (raddr = address,
+  // rkey = the window's new rkey); local_inv: rkey = the key to invalidate.
+  std::uint32_t mr_key;
+  std::uint32_t mw_key;  // bind_mw: the window's rkey when the bind was posted
+  std::uint32_t mw_access;
+  std::uint64_t mw_len;
+  bool local_done;     // engine: the bind / invalidate was executed (not redone on resend)
   bool too_long;       // over max_msg_size: completes with local_length_error
   bool read_done;      // engine: the READ response arrived
   bool fault_checked;  // engine: fault draws made for this WR

@@ -293,12 +293,87 @@ void MrTable::remove(std::uint32_t key) noexcept {
   free_.push_back(slot);
 }
 
+std::uint32_t MrTable::add_mw(std::uint32_t pd, std::error_code& ec) {
+  std::lock_guard lk(mu);
+  std::uint32_t slot;
+  if (!free_.empty()) {
+    slot = free_.back();
+    free_.pop_back();
+  } else {
+    if (slots_.size() >= limit_ || slots_.size() >= (1u << 23)) {
+      ec = errc::resource_exhausted;
+      return 0;
+    }
+    slot = static_cast<std::uint32_t>(slots_.size());
+    slots_.emplace_back();
+  }
+  ++gen_;
+  const std::uint32_t key = ((slot + 1) << 8) | gen_;
+  slots_[slot] = MrEntry{};
+  slots_[slot].pd = pd;
+  slots_[slot].key = key;
+  slots_[slot].live = true;
+  slots_[slot].mw = true;
+  ec.clear();
+  return key;
+}
+
+void MrTable::remove_mw(std::uint32_t index) noexcept {
+  std::lock_guard lk(mu);
+  const std::uint32_t slot = index - 1;
+  if (index == 0 || slot >= slots_.size() || !slots_[slot].live || !slots_[slot].mw) return;
+  slots_[slot] = MrEntry{};
+  free_.push_back(slot);
+}
+
+bool MrTable::bind_mw(std::uint32_t cur_key, std::uint32_t new_key, std::uint32_t pd, std::uint32_t qpn,
+                      std::uint32_t mr_key, std::uint64_t addr, std::uint64_t len,
+                      std::uint32_t access) noexcept {
+  std::lock_guard lk(mu);
+  const std::uint32_t slot = (new_key >> 8) - 1;
+  if ((new_key >> 8) == 0 || slot >= slots_.size()) return false;
+  MrEntry& w = slots_[slot];
+  if (!w.live || !w.mw || w.bound || w.pd != pd || w.key != cur_key) return false;
+  if ((access & ~std::uint32_t{kRemoteRead | kRemoteWrite}) != 0) return false;
+  const MrEntry* mr = check(mr_key, pd, kMwBind, addr, len);
+  if (mr == nullptr || mr->mw) return false;
+  if ((access & kRemoteWrite) != 0 && (mr->access & kLocalWrite) == 0) return false;
+  w.bound = true;
+  w.key = new_key;
+  w.addr = addr;
+  w.len = len;
+  w.access = access;
+  w.qpn = qpn;
+  w.parent = mr_key;
+  return true;
+}
+
+bool MrTable::invalidate(std::uint32_t key, std::uint32_t pd) noexcept {
+  std::lock_guard lk(mu);
+  const std::uint32_t slot = (key >> 8) - 1;
+  if ((key >> 8) == 0 || slot >= slots_.size()) return false;
+  MrEntry& w = slots_[slot];
+  if (!w.live || !w.mw || !w.bound || w.key != key || w.pd != pd) return false;
+  w.bound = false;
+  w.access = 0;
+  w.qpn = 0;
+  return true;
+}
+
 const MrEntry* MrTable::check(std::uint32_t key, std::uint32_t pd, std::uint32_t need,
-                              std::uint64_t addr, std::uint64_t len) const noexcept {
+                              std::uint64_t addr, std::uint64_t len,
+                              std::uint32_t qpn) const noexcept {
   const std::uint32_t slot = (key >> 8) - 1;
   if ((key >> 8) == 0 || slot >= slots_.size()) return nullptr;
   const MrEntry& e = slots_[slot];
   if (!e.live || e.key != key || e.pd != pd || (e.access & need) != need) return nullptr;
+  if (e.mw) {
+    // A type-2 window: remote requests on the QP it is bound to, and only
+    // while its MR is still registered.
+    if (!e.bound || qpn == kLocalAccess || e.qpn != qpn) return nullptr;
+    const std::uint32_t ps = (e.parent >> 8) - 1;
+    if (ps >= slots_.size() || !slots_[ps].live || slots_[ps].key != e.parent) return nullptr;
+  }
   if (addr < e.addr || len > e.len || addr - e.addr > e.len - len) return nullptr;
   return &e;
 }

@@ -276,7 +276,7 @@ void Link::deliver(const std::uint8_t* p, std::size_t n) noexcept {
     case RxSink::Kind::mr: {
       std::lock_guard lk(dev->mrs.mu);
       const std::uint64_t at = sink_.addr + rx_done_;
-      if (dev->mrs.check(sink_.key, sink_.pd, sink_.need, at, n) == nullptr) {
+      if (dev->mrs.check(sink_.key, sink_.pd, sink_.need, at, n, sink_.qpn) == nullptr) {
         sink_.failed = true;
         return;
       }
@@ -414,7 +414,7 @@ bool Link::pump() noexcept {
       case TxSource::Kind::mr: {
         std::lock_guard lk(dev->mrs.mu);
         const std::uint64_t at = tx_src.addr + tx_done_;
-        if (!tx_src.failed && dev->mrs.check(tx_src.key, tx_src.pd, kRemoteRead, at, n) != nullptr) {
+        if (!tx_src.failed && dev->mrs.check(tx_src.key, tx_src.pd, kRemoteRead, at, n, tx_src.qpn) != nullptr) {
           std::memcpy(out, reinterpret_cast<const void*>(at), n);
         } else {
           tx_src.failed = true;  // deregistered under a READ: the rest reads as zeros

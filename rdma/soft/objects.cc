@@ -106,6 +106,8 @@ DeviceCore::DeviceCore(Fabric& f, unsigned i, const SoftOptions& o)
   attr.max_cq = o.max_cq;
   attr.max_cqe = o.max_cqe;
   attr.max_mr = o.max_mr;
+  attr.max_mw = o.memory_windows ? o.max_mr : 0;
+  attr.mw_type2 = o.memory_windows;
   attr.max_pd = o.max_pd;
   attr.max_srq = o.max_srq;
   attr.max_srq_wr = o.max_srq_wr;
@@ -163,6 +165,14 @@ class MrImpl final : public MemoryRegion {
   std::uint32_t access_;
   std::uint32_t key_;
 };
+
+}  // namespace
+
+MwImpl::MwImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::uint32_t key)
+    : fabric_(std::move(f)), dev_(d), index_(key >> 8), rkey_(key) {}
+MwImpl::~MwImpl() { dev_.mrs.remove_mw(index_); }
+
+namespace {
 
 class SrqImpl final : public SharedReceiveQueue {
  public:
@@ -288,7 +298,7 @@ class PdImpl final : public ProtectionDomain {
 
   std::unique_ptr<MemoryRegion> reg_mr(void* addr, std::size_t len, std::uint32_t access,
                                        std::error_code& ec) override {
-    constexpr std::uint32_t kKnown = kLocalWrite | kRemoteWrite | kRemoteRead;
+    constexpr std::uint32_t kKnown = kLocalWrite | kRemoteWrite | kRemoteRead | kMwBind;
     if ((access & ~kKnown) != 0 || ((access & kRemoteWrite) != 0 && (access & kLocalWrite) == 0) ||
         (addr == nullptr && len != 0) || len > dev_.attr.max_mr_size) {
       ec = errc::invalid_argument;
@@ -314,6 +324,16 @@ class PdImpl final : public ProtectionDomain {
     core->rng = Rng(fabric_->options.faults.seed ^ 0x5352510000000000ull ^ init.max_wr);
     ec.clear();
     return std::make_unique<SrqImpl>(fabric_, std::move(core));
+  }
+
+  std::unique_ptr<MemoryWindow> alloc_mw(std::error_code& ec) override {
+    if (!dev_.attr.mw_type2) {
+      ec = errc::not_supported;
+      return nullptr;
+    }
+    const std::uint32_t key = dev_.mrs.add_mw(id_, ec);
+    if (ec) return nullptr;
+    return std::make_unique<MwImpl>(fabric_, dev_, key);
   }
 
   std::unique_ptr<QueuePair> create_qp(const QpInit& init, std::error_code& ec) override {

@@ -27,6 +27,23 @@ class CqImpl final : public CompletionQueue {
   std::shared_ptr<detail::CqCore> core_;
 };
 
+// A type-2 memory window: its slot in the device's key table. The rkey is
+// updated by QpImpl::post_send when a bind WR is taken.
+class MwImpl final : public MemoryWindow {
+ public:
+  MwImpl(std::shared_ptr<detail::Fabric> f, detail::DeviceCore& d, std::uint32_t key);
+  ~MwImpl() override;
+  std::uint32_t rkey() const noexcept override { return rkey_.load(std::memory_order_relaxed); }
+  void set_rkey(std::uint32_t k) noexcept { rkey_.store(k, std::memory_order_relaxed); }
+  detail::DeviceCore& device() const noexcept { return dev_; }
+
+ private:
+  std::shared_ptr<detail::Fabric> fabric_;
+  detail::DeviceCore& dev_;
+  std::uint32_t index_;
+  std::atomic<std::uint32_t> rkey_;
+};
+
 class QpImpl final : public QueuePair {
  public:
   QpImpl(std::shared_ptr<detail::Fabric> f, std::shared_ptr<detail::QpCore> core);

@@ -286,9 +286,14 @@ void QpCore::complete_send(std::uint64_t idx, WcStatus st) {
     Wc wc;
     wc.wr_id = s.wr_id;
     wc.status = st;
-    wc.opcode = s.op == Opcode::rdma_read                                              ? WcOpcode::rdma_read
-                : (s.op == Opcode::rdma_write || s.op == Opcode::rdma_write_with_imm) ? WcOpcode::rdma_write
-                                                                                       : WcOpcode::send;
+    switch (s.op) {
+      case Opcode::rdma_read: wc.opcode = WcOpcode::rdma_read; break;
+      case Opcode::rdma_write:
+      case Opcode::rdma_write_with_imm: wc.opcode = WcOpcode::rdma_write; break;
+      case Opcode::bind_mw: wc.opcode = WcOpcode::bind_mw; break;
+      case Opcode::local_inv: wc.opcode = WcOpcode::local_inv; break;
+      default: wc.opcode = WcOpcode::send; break;
+    }
     wc.byte_len = s.length;
     wc.qp_num = qpn;
     // Unsignaled WRs before this one are released together with it, as a

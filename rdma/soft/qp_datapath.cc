@@ -12,6 +12,7 @@
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
 #include "rdma/soft/core.h"
+#include "rdma/soft/objects.h"
 
 namespace siphon::rdma::soft::detail {
 
@@ -32,10 +33,28 @@ std::error_code QpCore::post_send(std::span<const SendWr> wrs, std::size_t* bad)
   std::size_t i = 0;
   for (; i < wrs.size(); ++i) {
     const SendWr& wr = wrs[i];
-    if (static_cast<unsigned>(wr.opcode) > static_cast<unsigned>(Opcode::rdma_read) ||
+    if (static_cast<unsigned>(wr.opcode) > static_cast<unsigned>(Opcode::local_inv) ||
         wr.num_sge > caps.max_send_sge || (wr.num_sge != 0 && wr.sg_list == nullptr)) {
       ec = errc::invalid_argument;
       break;
+    }
+    // Memory-window operations carry no data. A bind names a window of this
+    // device and an MR; the rest (PD, MR rights, range, window state) is the
+    // engine's to check when the WR executes, as an HCA does.
+    MwImpl* mw = nullptr;
+    if (wr.opcode == Opcode::bind_mw || wr.opcode == Opcode::local_inv) {
+      if (wr.num_sge != 0 || (wr.flags & kInline) != 0) {
+        ec = errc::invalid_argument;
+        break;
+      }
+      if (wr.opcode == Opcode::bind_mw) {
+        mw = dynamic_cast<MwImpl*>(wr.bind.mw);
+        if (mw == nullptr || &mw->device() != &dev || wr.bind.mr == nullptr ||
+            (wr.rkey >> 8) != (mw->rkey() >> 8) || wr.bind.length > 0xFFFFFFFFull) {
+          ec = errc::invalid_argument;
+          break;
+        }
+      }
     }
     std::uint64_t total = 0;
     for (std::uint32_t k = 0; k < wr.num_sge; ++k) total += wr.sg_list[k].length;
@@ -66,6 +85,14 @@ std::error_code QpCore::post_send(std::span<const SendWr> wrs, std::size_t* bad)
     s.too_long = total > max_msg;
     s.read_done = false;
     s.fault_checked = false;
+    s.local_done = false;
+    if (wr.opcode == Opcode::bind_mw) {
+      s.raddr = wr.bind.addr;
+      s.mr_key = wr.bind.mr->lkey();
+      s.mw_key = mw->rkey();
+      s.mw_access = wr.bind.access;
+      s.mw_len = wr.bind.length;
+    }
     if (inl) {
       std::uint8_t* dst = &sq_inline_[slot * caps.max_inline_data];
       for (std::uint32_t k = 0; k < wr.num_sge; ++k) {
@@ -77,6 +104,7 @@ std::error_code QpCore::post_send(std::span<const SendWr> wrs, std::size_t* bad)
       Sge* dst = &sq_sges_[slot * std::max<std::uint32_t>(caps.max_send_sge, 1)];
       for (std::uint32_t k = 0; k < wr.num_sge; ++k) dst[k] = wr.sg_list[k];
     }
+    if (mw != nullptr) mw->set_rkey(wr.rkey);
     ++p;
   }
   if (p != start) {
@@ -334,6 +362,34 @@ void QpCore::fill_requests(Link& link) {
       pending_err_idx_ = tx_next_;
       break;
     }
+    // Memory-window operations execute here, in send-queue order: every
+    // earlier WR has been transmitted, no later one has. They cross the wire
+    // as a zero-length WRITE (a no-op the responder acknowledges) so PSNs
+    // stay dense and they complete in order through the ACK; a resend after a
+    // link loss does not execute them again.
+    if (s.op == Opcode::bind_mw || s.op == Opcode::local_inv) {
+      if (!s.local_done) {
+        const bool ok = s.op == Opcode::bind_mw
+                            ? dev.mrs.bind_mw(s.mw_key, s.rkey, pd, qpn, s.mr_key, s.raddr, s.mw_len, s.mw_access)
+                            : dev.mrs.invalidate(s.rkey, pd);
+        if (!ok) {
+          // rxe: IB_WC_MW_BIND_ERR (mapped to local_protection_error) for a
+          // bind, IB_WC_LOC_QP_OP_ERR for an invalidate; the QP enters ERR.
+          pending_err_ = s.op == Opcode::bind_mw ? WcStatus::local_protection_error
+                                                 : WcStatus::local_qp_operation_error;
+          pending_err_idx_ = tx_next_;
+          break;
+        }
+        s.local_done = true;
+      }
+      wire::Header h{};
+      h.type = static_cast<wire::u8>(wire::Type::write);
+      h.psn = index_psn(tx_next_);
+      link.put(h);
+      Counters::bump(dev.fabric.counters.messages_sent);
+      ++tx_next_;
+      continue;
+    }
     const Sge* sges = &sq_sges_[slot * std::max<std::uint32_t>(caps.max_send_sge, 1)];
     if ((s.flags & kInline) == 0) {
       const std::uint32_t need = s.op == Opcode::rdma_read ? std::uint32_t{kLocalWrite} : 0u;
@@ -362,6 +418,8 @@ void QpCore::fill_requests(Link& link) {
       case Opcode::rdma_write_with_imm: h.flags = wire::kHasImm; [[fallthrough]];
       case Opcode::rdma_write: h.type = static_cast<wire::u8>(wire::Type::write); break;
       case Opcode::rdma_read: h.type = static_cast<wire::u8>(wire::Type::read); break;
+      case Opcode::bind_mw:
+      case Opcode::local_inv: break;  // handled above
     }
     if ((s.flags & kSolicited) != 0) h.flags |= wire::kSolicited;
     if (s.op == Opcode::rdma_read) {
@@ -582,7 +640,7 @@ RxSink QpCore::on_request(Link& link, const wire::Header& h) {
     bool ok = (attr.access_flags & kRemoteWrite) != 0;
     if (ok) {
       std::lock_guard lk(dev.mrs.mu);
-      ok = dev.mrs.check(h.rkey.value(), pd, kRemoteWrite, raddr, len) != nullptr;
+      ok = dev.mrs.check(h.rkey.value(), pd, kRemoteWrite, raddr, len, qpn) != nullptr;
     }
     if (!ok) {
       cur_ = Cur::access;
@@ -593,6 +651,7 @@ RxSink QpCore::on_request(Link& link, const wire::Header& h) {
     sink.key = h.rkey.value();
     sink.pd = pd;
     sink.need = kRemoteWrite;
+    sink.qpn = qpn;
   }
   return sink;
 }
@@ -664,7 +723,7 @@ bool QpCore::queue_read(const wire::Header& h) {
   bool ok = (attr.access_flags & kRemoteRead) != 0 || len == 0;
   if (ok && len != 0) {
     std::lock_guard lk(dev.mrs.mu);
-    ok = dev.mrs.check(h.rkey.value(), pd, kRemoteRead, raddr, len) != nullptr;
+    ok = dev.mrs.check(h.rkey.value(), pd, kRemoteRead, raddr, len, qpn) != nullptr;
   }
   if (!ok) {
     responder_fatal(psn, wire::NakCode::remote_access, WcStatus::flushed);
@@ -748,6 +807,7 @@ void QpCore::fill_responses(Link& link) {
       src.addr = r.addr;
       src.key = r.key;
       src.pd = pd;
+      src.qpn = qpn;
       link.start(h, src);
       --resp_reads_;
     } else {

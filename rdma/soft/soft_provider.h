@@ -54,6 +54,10 @@ struct SoftOptions {
   std::uint32_t max_cqe = 1u << 20;
   std::uint32_t max_mr = 1u << 20;
   std::uint32_t max_pd = 1u << 16;
+  // Type-2 memory windows (DeviceAttr::mw_type2). False models a device
+  // without them: alloc_mw fails with not_supported. Windows and MRs share
+  // the max_mr key table.
+  bool memory_windows = true;
   std::uint32_t max_srq = 4096;
   std::uint32_t max_srq_wr = 16384;
   std::uint32_t max_qp_rd_atom = 16;

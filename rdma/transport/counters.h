@@ -22,6 +22,7 @@ struct RdmaCounters {
   C wc_errors{0}, wc_flushed{0}, wc_retry_exceeded{0}, wc_remote_access{0}, wc_other_errors{0};
   C zero_copy_transfers{0}, zero_copy_bytes{0}, tx_copied_bytes{0};
   C rdma_reads{0}, transfer_registrations{0};
+  C transfer_windows{0};  // memory windows bound for zero-copy sends (connection-scoped rkeys)
   C send_buffer_stalls{0};
   C srq_refusals{0};  // connections refused: their worker's SRQ was fully reserved
   // Connections faulted because the peer broke the credit protocol: a data

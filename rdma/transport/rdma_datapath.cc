@@ -193,17 +193,25 @@ std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wir
   if (data.empty() || data.segment_count() > kMaxReadDescriptors) return errc::not_supported;
   OutTransfer t;
   std::vector<ReadDescriptor> regions;
+  // Scoped rkeys: each region is bound as a type-2 window to this QP (the
+  // bind WR goes just before the read_request SEND, pump()), so its rkey is
+  // worthless on any other connection; the MR itself grants no remote access.
+  const bool scoped = shared_.scoped_rkeys;
+  if (scoped && data.segment_count() + 1 > sq_depth_) return errc::not_supported;
   for (const BufferPtr& p : data.ptrs()) {
     if (p.length() == 0) continue;  // a descriptor of 0 bytes is malformed on the wire
     std::error_code ec;
-    auto mr = shared_.pd->reg_mr(const_cast<std::byte*>(p.data()), p.length(), kRemoteRead, ec);
-    if (!mr) {
-      SIPHON_LOG(rdma, 1, "qp {}: registering {} bytes for zero-copy failed ({}); copying instead", qp_num(),
-                 p.length(), ec.message());
+    auto mr = shared_.pd->reg_mr(const_cast<std::byte*>(p.data()), p.length(), scoped ? kMwBind : kRemoteRead, ec);
+    std::unique_ptr<MemoryWindow> mw = mr && scoped ? shared_.pd->alloc_mw(ec) : nullptr;
+    if (!mr || (scoped && !mw)) {
+      SIPHON_LOG(rdma, 1, "qp {}: {} {} bytes for zero-copy failed ({}); copying instead", qp_num(),
+                 mr ? "a memory window for" : "registering", p.length(), ec.message());
       return ec ? ec : make_error_code(errc::memory_registration_failed);
     }
-    regions.push_back({reinterpret_cast<std::uint64_t>(p.data()), mr->rkey(), static_cast<std::uint32_t>(p.length())});
+    regions.push_back({reinterpret_cast<std::uint64_t>(p.data()), scoped ? next_rkey(mw->rkey()) : mr->rkey(),
+                       static_cast<std::uint32_t>(p.length())});
     t.mrs.push_back(std::move(mr));
+    if (mw) t.mws.push_back(std::move(mw));
   }
   const std::uint64_t id = next_transfer_id_++;
   const std::size_t len = data.length();
@@ -236,6 +244,29 @@ void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payl
   batch_.push_back(wr);
   sq_fifo_.push_back(ctx);
   shared_.counters.tx_sends.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Scoped rkeys: one bind WR per region of transfer `id`, queued just before
+// its read_request SEND so send-queue order puts the windows in place before
+// the peer can learn their rkeys. Nothing to do without windows, or when the
+// transfer is already gone (a read_done that came before its read_request:
+// the advertised rkeys are then dead).
+void RdmaConnection::add_binds(std::uint64_t id) {
+  const auto it = out_transfers_.find(id);
+  if (it == out_transfers_.end() || it->second.mws.empty() || it->second.bound) return;
+  OutTransfer& t = it->second;
+  t.bound = true;
+  for (std::size_t i = 0; i < t.mws.size(); ++i) {
+    MemoryRegion& mr = *t.mrs[i];
+    SendWr wr;
+    wr.wr_id = reinterpret_cast<std::uint64_t>(new_ctx(WrCtx::Kind::bind));
+    wr.opcode = Opcode::bind_mw;
+    wr.rkey = next_rkey(t.mws[i]->rkey());
+    wr.bind = MwBind{t.mws[i].get(), &mr, reinterpret_cast<std::uint64_t>(mr.addr()), mr.length(), kRemoteRead};
+    batch_.push_back(wr);
+    sq_fifo_.push_back(reinterpret_cast<WrCtx*>(wr.wr_id));
+  }
+  shared_.counters.transfer_windows.fetch_add(t.mws.size(), std::memory_order_relaxed);
 }
 
 void RdmaConnection::flush_batch() {
@@ -276,6 +307,9 @@ void RdmaConnection::pump() {
   bool stalled_now = false;
   while (!outq_.empty()) {
     if (sq_fifo_.size() >= sq_depth_) break;
+    if (shared_.scoped_rkeys && outq_.front().kind == OutItem::Kind::read_request &&
+        sq_fifo_.size() + outq_.front().regions.size() + 1 > sq_depth_)
+      break;  // its window binds and the SEND go together (queue_bulk made sure they fit)
     if (!credits_->can_send_data()) {
       stalled_now = true;
       break;
@@ -306,6 +340,7 @@ void RdmaConnection::pump() {
         h.length = payload;
         break;
       case OutItem::Kind::read_request:
+        add_binds(item.id);
         h.type = SendType::read_request;
         h.id = item.id;
         h.length = static_cast<std::uint32_t>(item.length);
@@ -525,7 +560,10 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
   }
   if (wc.status != WcStatus::success) {
     if (wc.status == WcStatus::flushed) return;
-    std::string why = fmt::format("{} completed with {}", ctx->kind == WrCtx::Kind::read ? "RDMA READ" : "SEND",
+    std::string why = fmt::format("{} completed with {}",
+                                  ctx->kind == WrCtx::Kind::read   ? "RDMA READ"
+                                  : ctx->kind == WrCtx::Kind::bind ? "memory window bind"
+                                                                   : "SEND",
                                   to_string(wc.status));
     if (wc.status == WcStatus::remote_access_error && ctx->kind == WrCtx::Kind::read)
       why += " (the peer advertised memory outside what it registered)";

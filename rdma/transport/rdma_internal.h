@@ -38,7 +38,7 @@ struct InTransfer;
 // Work-request contexts: wr_id is a pointer to one of these, owned by the
 // connection, valid until its completion has been seen.
 struct WrCtx {
-  enum class Kind : std::uint8_t { recv, send, read, drain } kind;
+  enum class Kind : std::uint8_t { recv, send, read, drain, bind } kind;
   PoolBuffer* buf = nullptr;
   std::uint32_t len = 0;
   struct InTransfer* transfer = nullptr;  // read: the transfer it fills
@@ -87,6 +87,10 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   std::atomic<bool> started{false};
   std::atomic<std::size_t> round_robin{0};
   std::atomic<bool> qos_noted{false};  // a QoS field the provider could not apply was logged
+  // Zero-copy rkeys are type-2 memory windows bound to the connection's QP
+  // (DeviceAttr::mw_type2); false: the MR's own rkey, valid on every QP of
+  // the PD (logged at stack start).
+  bool scoped_rkeys = false;
   // Receives of each worker's SRQ (ms_async_rdma_receive_queue_len capped by
   // the device), 0 without SRQ. Set before the workers are created.
   std::uint32_t srq_depth = 0;
@@ -260,12 +264,18 @@ struct InTransfer {
 
 // A bulk transfer the peer is pulling from us: the data stays referenced and
 // its regions registered for remote read until the peer's read_done.
+// A zero-copy send's registrations. With memory windows (scoped_rkeys) each
+// region's MR grants no remote access itself and the peer gets the rkey of a
+// type-2 window bound to this connection's QP; the windows are declared
+// after the MRs so they are deallocated (revoked) first, as rxe requires.
 struct OutTransfer {
   BufferList data;
   std::vector<std::unique_ptr<MemoryRegion>> mrs;
   // When its read_request was posted (unset before): the peer's read_done is
   // due within ms_async_rdma_transfer_timeout of it.
   MonoClock::time_point since{};
+  std::vector<std::unique_ptr<MemoryWindow>> mws;  // empty without scoped_rkeys
+  bool bound = false;                               // the binds were posted
 };
 
 class RdmaConnection final : public transport::Connection {
@@ -328,6 +338,7 @@ class RdmaConnection final : public transport::Connection {
   void pump();
   void add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload);
   void flush_batch();
+  void add_binds(std::uint64_t id);
   void issue_reads();
   bool reserve_transfer(InTransfer& t);
   void drain_inbound();

@@ -25,7 +25,7 @@ std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
   SIPHON_COUNTER(rnr_events) SIPHON_COUNTER(wc_errors) SIPHON_COUNTER(wc_flushed)
   SIPHON_COUNTER(wc_retry_exceeded) SIPHON_COUNTER(wc_remote_access) SIPHON_COUNTER(wc_other_errors)
   SIPHON_COUNTER(zero_copy_transfers) SIPHON_COUNTER(zero_copy_bytes) SIPHON_COUNTER(tx_copied_bytes)
-  SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(send_buffer_stalls) SIPHON_COUNTER(srq_refusals)
+  SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(transfer_windows) SIPHON_COUNTER(send_buffer_stalls) SIPHON_COUNTER(srq_refusals)
   SIPHON_COUNTER(credit_violations) SIPHON_COUNTER(header_crc_errors)
   SIPHON_COUNTER(transfer_timeouts)
 #undef SIPHON_COUNTER
@@ -213,6 +213,11 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   s.pd = s.device->alloc_pd(ec);
   if (!s.pd) throw SetupError(ec, fmt::format("{}: cannot allocate a protection domain", name), "");
   s.registrar = std::make_unique<PdRegistrar>(*s.pd, kLocalWrite);
+  s.scoped_rkeys = s.device->attr().mw_type2;
+  if (!s.scoped_rkeys)
+    SIPHON_LOG(rdma, 0, "{}: no type-2 memory windows: zero-copy rkeys are not connection-scoped on this device "
+               "(an rkey advertised to one connection's peer is valid on every connection of this stack until "
+               "its transfer ends; docs/security.md §3)", name);
   // Send slabs of 4 MiB. Receive slabs of one connection's receive set
   // (credits + update slots), so pinned receive memory follows the number of
   // connections exactly (docs/rdma-transport.md, Memory); with hugepages a

@@ -31,6 +31,8 @@ ibv_wr_opcode to_ibv(Opcode op) noexcept {
     case Opcode::rdma_write: return IBV_WR_RDMA_WRITE;
     case Opcode::rdma_write_with_imm: return IBV_WR_RDMA_WRITE_WITH_IMM;
     case Opcode::rdma_read: return IBV_WR_RDMA_READ;
+    case Opcode::bind_mw: return IBV_WR_BIND_MW;
+    case Opcode::local_inv: return IBV_WR_LOCAL_INV;
   }
   return IBV_WR_SEND;
 }
@@ -47,9 +49,18 @@ unsigned send_flags(std::uint32_t f) noexcept {
 // What verbs would reject (or, on some providers, accept and misbehave on),
 // checked before posting so every provider reports it the same way.
 std::error_code check_send(const SendWr& wr, const QpCaps& caps) noexcept {
-  if (static_cast<unsigned>(wr.opcode) > static_cast<unsigned>(Opcode::rdma_read))
+  if (static_cast<unsigned>(wr.opcode) > static_cast<unsigned>(Opcode::local_inv))
     return errc::invalid_argument;
   if ((wr.flags & ~kKnownSendFlags) != 0) return errc::invalid_argument;
+  if (wr.opcode == Opcode::bind_mw || wr.opcode == Opcode::local_inv) {
+    if (wr.num_sge != 0 || (wr.flags & kInline) != 0) return errc::invalid_argument;
+    if (wr.opcode == Opcode::local_inv) return {};
+    const auto* mw = dynamic_cast<const VerbsMw*>(wr.bind.mw);
+    const auto* mr = dynamic_cast<const VerbsMr*>(wr.bind.mr);
+    if (mw == nullptr || mr == nullptr || (wr.rkey >> 8) != (mw->rkey() >> 8)) return errc::invalid_argument;
+    if ((wr.bind.access & ~std::uint32_t{kRemoteRead | kRemoteWrite}) != 0) return errc::invalid_argument;
+    return {};
+  }
   if (wr.num_sge > caps.max_send_sge || wr.num_sge > kSgeChunk) return errc::invalid_argument;
   if (wr.num_sge != 0 && wr.sg_list == nullptr) return errc::invalid_argument;
   if ((wr.flags & kInline) != 0) {
@@ -141,17 +152,9 @@ std::error_code post_recv_chunks(std::span<const RecvWr> wrs, std::uint32_t max_
 
 // -------------------------------------------------------------------- QP
 
-std::error_code VerbsQp::post_send(std::span<const SendWr> wrs, std::size_t* bad) noexcept {
-  if (wrs.empty()) return {};
-  // Before RTS verbs providers differ (rxe queues the WR and fails the
-  // doorbell); the seam promises invalid_qp_state. qp_->state is libibverbs'
-  // cache, updated by every modify and query (including rdma_cm's).
-  if (qp_->state < IBV_QPS_RTS) {
-    if (bad != nullptr) *bad = 0;
-    return errc::invalid_qp_state;
-  }
-  const QpCaps& caps = caps_;
-  ibv_qp* qp = qp_;
+namespace {
+std::error_code post_send_chunks(std::span<const SendWr> wrs, std::size_t* bad, const QpCaps& caps,
+                                 ibv_qp* qp) noexcept {
   return post_chunks<ibv_send_wr>(
       wrs, bad, [&caps](const SendWr& wr) { return check_send(wr, caps); },
       [](const SendWr& wr, ibv_send_wr& w) {
@@ -164,9 +167,43 @@ std::error_code VerbsQp::post_send(std::span<const SendWr> wrs, std::size_t* bad
             wr.opcode == Opcode::rdma_read) {
           w.wr.rdma.remote_addr = wr.remote_addr;
           w.wr.rdma.rkey = wr.rkey;
+        } else if (wr.opcode == Opcode::bind_mw) {  // check_send verified the casts
+          w.bind_mw.mw = static_cast<const VerbsMw*>(wr.bind.mw)->raw();
+          w.bind_mw.rkey = wr.rkey;
+          w.bind_mw.bind_info.mr = static_cast<const VerbsMr*>(wr.bind.mr)->raw();
+          w.bind_mw.bind_info.addr = wr.bind.addr;
+          w.bind_mw.bind_info.length = wr.bind.length;
+          unsigned access = 0;
+          if (wr.bind.access & kRemoteRead) access |= IBV_ACCESS_REMOTE_READ;
+          if (wr.bind.access & kRemoteWrite) access |= IBV_ACCESS_REMOTE_WRITE;
+          w.bind_mw.bind_info.mw_access_flags = access;
+        } else if (wr.opcode == Opcode::local_inv) {
+          w.invalidate_rkey = wr.rkey;
         }
       },
       [qp](ibv_send_wr* w, ibv_send_wr** b) { return ::ibv_post_send(qp, w, b); });
+}
+}  // namespace
+
+std::error_code VerbsQp::post_send(std::span<const SendWr> wrs, std::size_t* bad) noexcept {
+  if (wrs.empty()) return {};
+  // Before RTS verbs providers differ (rxe queues the WR and fails the
+  // doorbell); the seam promises invalid_qp_state. qp_->state is libibverbs'
+  // cache, updated by every modify and query (including rdma_cm's).
+  if (qp_->state < IBV_QPS_RTS) {
+    if (bad != nullptr) *bad = 0;
+    return errc::invalid_qp_state;
+  }
+  const QpCaps& caps = caps_;
+  ibv_qp* qp = qp_;
+  std::size_t first_bad = wrs.size();
+  const std::error_code ec = post_send_chunks(wrs, &first_bad, caps, qp);
+  if (bad != nullptr) *bad = first_bad;
+  // A bind WR that was posted gave its window the new rkey (ibv_mw::rkey is
+  // ours to keep for type-2 windows).
+  for (std::size_t i = 0; i < first_bad && i < wrs.size(); ++i)
+    if (wrs[i].opcode == Opcode::bind_mw) static_cast<VerbsMw*>(wrs[i].bind.mw)->raw()->rkey = wrs[i].rkey;
+  return ec;
 }
 
 std::error_code VerbsQp::post_recv(std::span<const RecvWr> wrs, std::size_t* bad) noexcept {

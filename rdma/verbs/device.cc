@@ -102,6 +102,9 @@ std::unique_ptr<VerbsDevice> VerbsDevice::open(std::shared_ptr<ContextRef> ctx,
   d.max_cqe = u32(a.max_cqe);
   d.max_mr = u32(a.max_mr);
   d.max_pd = u32(a.max_pd);
+  d.max_mw = u32(a.max_mw);
+  d.mw_type2 = d.max_mw != 0 && (a.device_cap_flags & (IBV_DEVICE_MEM_WINDOW_TYPE_2A |
+                                                       IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
   d.max_srq = u32(a.max_srq);
   d.max_srq_wr = u32(a.max_srq_wr);
   d.max_srq_sge = u32(a.max_srq_sge);

@@ -51,6 +51,8 @@ WcOpcode wc_opcode_from_ibv(int opcode) noexcept {
     case IBV_WC_RDMA_READ: return WcOpcode::rdma_read;
     case IBV_WC_RECV: return WcOpcode::recv;
     case IBV_WC_RECV_RDMA_WITH_IMM: return WcOpcode::recv_rdma_with_imm;
+    case IBV_WC_BIND_MW: return WcOpcode::bind_mw;
+    case IBV_WC_LOCAL_INV: return WcOpcode::local_inv;
     default: break;
   }
   // Opcodes the seam never posts (atomics, binds, tag matching, ...): sort
@@ -90,13 +92,14 @@ int ibv_qp_attr_mask(std::uint32_t mask) noexcept {
 }
 
 std::optional<int> ibv_access(std::uint32_t access) noexcept {
-  constexpr std::uint32_t kKnown = kLocalWrite | kRemoteWrite | kRemoteRead;
+  constexpr std::uint32_t kKnown = kLocalWrite | kRemoteWrite | kRemoteRead | kMwBind;
   if ((access & ~kKnown) != 0) return std::nullopt;
   if ((access & kRemoteWrite) != 0 && (access & kLocalWrite) == 0) return std::nullopt;
   int flags = 0;
   if (access & kLocalWrite) flags |= IBV_ACCESS_LOCAL_WRITE;
   if (access & kRemoteWrite) flags |= IBV_ACCESS_REMOTE_WRITE;
   if (access & kRemoteRead) flags |= IBV_ACCESS_REMOTE_READ;
+  if (access & kMwBind) flags |= IBV_ACCESS_MW_BIND;
   return flags;
 }
 

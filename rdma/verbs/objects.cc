@@ -43,6 +43,11 @@ VerbsMr::~VerbsMr() {
     SIPHON_LOG(rdma, 0, "verbs: ibv_dereg_mr failed: {}", std::strerror(rc));
 }
 
+VerbsMw::~VerbsMw() {
+  if (const int rc = ::ibv_dealloc_mw(mw_); rc != 0)
+    SIPHON_LOG(rdma, 0, "verbs: ibv_dealloc_mw failed: {}", std::strerror(rc));
+}
+
 VerbsQp::~VerbsQp() {
   if (refs_.id && refs_.id->qp == qp_) {
     // A user-managed QP of an rdma_cm id: the id forgets it, then it goes.
@@ -121,6 +126,23 @@ std::unique_ptr<SharedReceiveQueue> VerbsPd::create_srq(const SrqInit& init, std
 }
 
 // --------------------------------------------------------------------- QP
+
+// --------------------------------------------------------------------- MW
+
+std::unique_ptr<MemoryWindow> VerbsPd::alloc_mw(std::error_code& ec) {
+  errno = 0;
+  ibv_mw* mw = ::ibv_alloc_mw(pd_->pd, IBV_MW_TYPE_2);
+  if (mw == nullptr) {
+    const int err = errno;
+    ec = (err == ENOSYS || err == EOPNOTSUPP || err == 0) ? make_error_code(errc::not_supported)
+                                                           : setup_error(err);
+    SIPHON_LOG(rdma, 1, "verbs: ibv_alloc_mw(type 2) failed: {}",
+               err != 0 ? std::strerror(err) : "not supported by the provider");
+    return nullptr;
+  }
+  ec.clear();
+  return std::make_unique<VerbsMw>(pd_, mw);
+}
 
 std::unique_ptr<QueuePair> VerbsPd::create_qp(const QpInit& init, std::error_code& ec) {
   return create_rc_qp(pd_, init, nullptr, false, ec);

@@ -147,6 +147,7 @@ class VerbsPd final : public ProtectionDomain {
                                        std::error_code& ec) override;
   std::unique_ptr<SharedReceiveQueue> create_srq(const SrqInit& init, std::error_code& ec) override;
   std::unique_ptr<QueuePair> create_qp(const QpInit& init, std::error_code& ec) override;
+  std::unique_ptr<MemoryWindow> alloc_mw(std::error_code& ec) override;
   const std::shared_ptr<PdRef>& ref() const noexcept { return pd_; }
 
  private:
@@ -165,11 +166,31 @@ class VerbsMr final : public MemoryRegion {
   std::uint32_t lkey() const noexcept override { return mr_->lkey; }
   std::uint32_t rkey() const noexcept override { return mr_->rkey; }
   std::uint32_t access() const noexcept override { return access_; }
+  ibv_mr* raw() const noexcept { return mr_; }
 
  private:
   std::shared_ptr<PdRef> pd_;
   ibv_mr* mr_;
   std::uint32_t access_;
+};
+
+// A type-2 memory window (ibv_alloc_mw(pd, IBV_MW_TYPE_2)). ibv_post_send
+// does not update ibv_mw::rkey for a bind WR (ibv_bind_mw does, for type 1);
+// VerbsQp::post_send stores the bind's rkey there once the WR is posted, as
+// the next bind's "current rkey" (rxe checks it).
+class VerbsMw final : public MemoryWindow {
+ public:
+  VerbsMw(std::shared_ptr<PdRef> pd, ibv_mw* mw) noexcept : pd_(std::move(pd)), mw_(mw) {}
+  VerbsMw(const VerbsMw&) = delete;
+  VerbsMw& operator=(const VerbsMw&) = delete;
+  ~VerbsMw() override;  // ibv_dealloc_mw: a bound window is invalidated
+  std::uint32_t rkey() const noexcept override { return mw_->rkey; }
+  ibv_mw* raw() const noexcept { return mw_; }
+  ibv_pd* pd() const noexcept { return pd_->pd; }
+
+ private:
+  std::shared_ptr<PdRef> pd_;
+  ibv_mw* mw_;
 };
 
 class VerbsCq final : public CompletionQueue {

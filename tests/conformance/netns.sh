@@ -37,4 +37,4 @@ ip -n "$b" link set "vb$tag" up
 set +e
 ip netns exec "$a" "$bin" --provider=soft --peer=netns --peer-netns="$b" \
   --local-addr=192.0.2.1 --peer-addr=192.0.2.2 \
-  --gtest_filter='SendRecv.*:Imm.*:Rdma.*:Rnr.*:Flush.*:Srq.*:PeerDeath.*:Cm.*' --gtest_brief=1 "$@"
+  --gtest_filter='SendRecv.*:Imm.*:Rdma.*:Rnr.*:Flush.*:Srq.*:PeerDeath.*:Cm.*:MemoryWindow.*' --gtest_brief=1 "$@"

@@ -103,6 +103,21 @@ class RawRcPeer {
     return qp_->post_send({&wr, 1}, nullptr);
   }
 
+  // Posts one signaled RDMA READ of `bytes` at (`raddr`, `rkey`) into offset `off`.
+  std::error_code post_read(std::size_t off, std::uint32_t bytes, std::uint64_t raddr, std::uint32_t rkey,
+                            std::uint64_t wr_id) {
+    const rdma::Sge sg{addr(off), bytes, mr_->lkey()};
+    rdma::SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = rdma::Opcode::rdma_read;
+    wr.flags = rdma::kSignaled;
+    wr.sg_list = &sg;
+    wr.num_sge = 1;
+    wr.remote_addr = raddr;
+    wr.rkey = rkey;
+    return qp_->post_send({&wr, 1}, nullptr);
+  }
+
   std::uint8_t* at(std::size_t off) { return mem_.data() + off; }
   // The receive buffer of `slot`.
   const std::uint8_t* slot_data(std::uint32_t slot) const { return mem_.data() + slot_offset(slot); }

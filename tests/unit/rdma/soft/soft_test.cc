@@ -408,6 +408,95 @@ TEST(SoftMemory, UnmappedMemoryCannotBeRegistered) {
 
 // Whatever a peer writes to the fabric's ports, the adapter survives and keeps
 // serving its QPs.
+// ------------------------------------------------------------- memory windows
+
+SendWr bind_wr(MemoryWindow& mw, const MemoryRegion& mr, std::uint64_t id) {
+  SendWr w;
+  w.wr_id = id;
+  w.opcode = Opcode::bind_mw;
+  w.flags = kSignaled;
+  w.rkey = next_rkey(mw.rkey());
+  w.bind = MwBind{&mw, &mr, reinterpret_cast<std::uint64_t>(mr.addr()), mr.length(), kRemoteRead};
+  return w;
+}
+
+TEST(SoftMemoryWindows, OptionTurnsThemOff) {
+  SoftOptions o;
+  o.memory_windows = false;
+  auto prov = make_provider(o);
+  std::error_code ec;
+  auto dev = prov->open_device("soft0", ec);
+  ASSERT_TRUE(dev) << ec.message();
+  EXPECT_FALSE(dev->attr().mw_type2);
+  EXPECT_EQ(dev->attr().max_mw, 0u);
+  auto pd = dev->alloc_pd(ec);
+  EXPECT_FALSE(pd->alloc_mw(ec));
+  EXPECT_EQ(ec, make_error_code(errc::not_supported));
+}
+
+// Soft-only: deregistering an MR with a bound window is allowed here (rxe
+// refuses it) and the window stops working at once.
+TEST(SoftMemoryWindows, DeregisteringTheMrRevokesItsWindows) {
+  Pair p(SoftOptions{});
+  std::vector<std::uint8_t> mem(4096, 0x5a);
+  std::error_code ec;
+  auto mr = p.pd->reg_mr(mem.data(), mem.size(), kMwBind, ec);
+  auto mw = p.pd->alloc_mw(ec);
+  ASSERT_TRUE(mr && mw);
+  SendWr b = bind_wr(*mw, *mr, 1);
+  ASSERT_FALSE(p.b->post_send({&b, 1}, nullptr));
+  auto got = p.poll(*p.cqb, 1);
+  ASSERT_EQ(got.size(), 1u);
+  ASSERT_EQ(got[0].status, WcStatus::success);
+  Sge sg{reinterpret_cast<std::uint64_t>(p.mem.data()), 64, p.mr->lkey()};
+  SendWr r;
+  r.wr_id = 2;
+  r.opcode = Opcode::rdma_read;
+  r.flags = kSignaled;
+  r.sg_list = &sg;
+  r.num_sge = 1;
+  r.remote_addr = reinterpret_cast<std::uint64_t>(mem.data());
+  r.rkey = mw->rkey();
+  auto wc = p.complete_one(r, *p.cqa);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::success);
+  EXPECT_EQ(p.mem[0], 0x5a);
+  mr.reset();
+  r.wr_id = 3;
+  wc = p.complete_one(r, *p.cqa);
+  ASSERT_TRUE(wc);
+  EXPECT_EQ(wc->status, WcStatus::remote_access_error) << "the window outlived its MR";
+}
+
+// A bind or invalidate executes once, even when a link loss makes the
+// requester resend it (a second execution of the bind would fail: the
+// window is bound already).
+TEST(SoftMemoryWindows, ResendDoesNotExecuteThemAgain) {
+  SoftOptions o;
+  o.faults.link_drop.probability = 0.1;
+  o.faults.seed = 5;
+  Pair p(o);
+  std::error_code ec;
+  auto mr = p.pd->reg_mr(p.mem.data(), 4096, kMwBind, ec);
+  auto mw = p.pd->alloc_mw(ec);
+  ASSERT_TRUE(mr && mw);
+  for (std::uint64_t i = 0; i < 100; ++i) {
+    SendWr wrs[2] = {bind_wr(*mw, *mr, 2 * i), {}};
+    wrs[1].wr_id = 2 * i + 1;
+    wrs[1].opcode = Opcode::local_inv;
+    wrs[1].flags = kSignaled;
+    wrs[1].rkey = wrs[0].rkey;
+    ASSERT_FALSE(p.a->post_send(wrs, nullptr)) << i;
+    auto got = p.poll(*p.cqa, 2);
+    ASSERT_EQ(got.size(), 2u) << i;
+    EXPECT_EQ(got[0].status, WcStatus::success) << i;
+    EXPECT_EQ(got[0].opcode, WcOpcode::bind_mw);
+    EXPECT_EQ(got[1].status, WcStatus::success) << i;
+    EXPECT_EQ(got[1].opcode, WcOpcode::local_inv);
+  }
+  EXPECT_GT(counters(*p.prov)->link_drops, 0u);
+}
+
 TEST(SoftRobustness, GarbageOnTheWireDoesNotHurtTheAdapter) {
   Pair p(SoftOptions{});
   const std::uint16_t qp_port = static_cast<std::uint16_t>(p.a->qp_num() >> 8);
