@@ -251,8 +251,8 @@ TEST_F(VerbsDevice, SendRecvWriteReadAndImmediate) {
   abuf.put("hello verbs");
   Sge s0 = abuf.sge(0, 11);
   SendWr sends[2];
-  sends[0] = {1, Opcode::send, kSignaled, &s0, 1, 0, 0, 0};
-  sends[1] = {2, Opcode::send_with_imm, kSignaled, &s0, 1, 0x01020304u, 0, 0};
+  sends[0] = {1, Opcode::send, kSignaled, &s0, 1, 0, 0, 0, {}};
+  sends[1] = {2, Opcode::send_with_imm, kSignaled, &s0, 1, 0x01020304u, 0, 0, {}};
   ASSERT_FALSE(a.qp->post_send(sends, &bad));
   auto sent = wait_wcs(*a.scq, 2);
   ASSERT_EQ(sent.size(), 2u);
@@ -278,9 +278,9 @@ TEST_F(VerbsDevice, SendRecvWriteReadAndImmediate) {
   const RecvWr imm_recv[] = {{12, &r2, 1}};
   ASSERT_FALSE(b.qp->post_recv(imm_recv, &bad));
   SendWr writes[2];
-  writes[0] = {3, Opcode::rdma_write, kSignaled, &w0, 1, 0, remote + 1024, bbuf.mr->rkey()};
+  writes[0] = {3, Opcode::rdma_write, kSignaled, &w0, 1, 0, remote + 1024, bbuf.mr->rkey(), {}};
   writes[1] = {4, Opcode::rdma_write_with_imm, kSignaled, &w0, 1, 0xdeadbeefu, remote + 1100,
-               bbuf.mr->rkey()};
+               bbuf.mr->rkey(), {}};
   ASSERT_FALSE(a.qp->post_send(writes, &bad));
   sent = wait_wcs(*a.scq, 2);
   ASSERT_EQ(sent.size(), 2u);
@@ -297,7 +297,7 @@ TEST_F(VerbsDevice, SendRecvWriteReadAndImmediate) {
 
   // RDMA READ from B back into A at offset 512.
   Sge rd = abuf.sge(512, 8);
-  const SendWr read[] = {{5, Opcode::rdma_read, kSignaled, &rd, 1, 0, remote + 1024, bbuf.mr->rkey()}};
+  const SendWr read[] = {{5, Opcode::rdma_read, kSignaled, &rd, 1, 0, remote + 1024, bbuf.mr->rkey(), {}}};
   ASSERT_FALSE(a.qp->post_send(read, &bad));
   sent = wait_wcs(*a.scq, 1);
   ASSERT_EQ(sent.size(), 1u);
@@ -320,14 +320,14 @@ TEST_F(VerbsDevice, InlineSendAndItsLimit) {
   // Inline payloads need no registration (lkey ignored).
   std::string payload(a.qp->caps().max_inline_data, 'x');
   Sge s{reinterpret_cast<std::uint64_t>(payload.data()), static_cast<std::uint32_t>(payload.size()), 0};
-  SendWr wr{7, Opcode::send, kSignaled | kInline, &s, 1, 0, 0, 0};
+  SendWr wr{7, Opcode::send, kSignaled | kInline, &s, 1, 0, 0, 0, {}};
   ASSERT_FALSE(a.qp->post_send({&wr, 1}, &bad));
   ASSERT_EQ(wait_wcs(*b.rcq, 1).size(), 1u);
   EXPECT_EQ(bbuf.text(payload.size()), payload);
   // One byte over the granted inline size is refused before posting.
   std::string big(a.qp->caps().max_inline_data + 1, 'y');
   Sge sb{reinterpret_cast<std::uint64_t>(big.data()), static_cast<std::uint32_t>(big.size()), 0};
-  SendWr over{8, Opcode::send, kSignaled | kInline, &sb, 1, 0, 0, 0};
+  SendWr over{8, Opcode::send, kSignaled | kInline, &sb, 1, 0, 0, 0, {}};
   EXPECT_EQ(a.qp->post_send({&over, 1}, &bad), errc::invalid_argument);
   EXPECT_EQ(bad, 0u);
 }
@@ -337,7 +337,7 @@ TEST_F(VerbsDevice, PostBeforeRtsAndBadWorkRequests) {
   ASSERT_TRUE(a.qp && b.qp);
   Buffer abuf(*a.pd, 4096, kLocalWrite);
   Sge s = abuf.sge(0, 16);
-  SendWr wr{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0};
+  SendWr wr{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}};
   RecvWr rw{1, &s, 1};
   std::size_t bad = 99;
   EXPECT_EQ(a.qp->post_send({&wr, 1}, &bad), errc::invalid_qp_state);
@@ -360,9 +360,9 @@ TEST_F(VerbsDevice, PostBeforeRtsAndBadWorkRequests) {
   const std::uint32_t too_many = a.qp->caps().max_send_sge + 1;
   std::vector<Sge> sges(too_many, abuf.sge(0, 8));
   SendWr wrs[3];
-  wrs[0] = {21, Opcode::send, kSignaled, &s, 1, 0, 0, 0};
-  wrs[1] = {22, Opcode::send, kSignaled, &s, 1, 0, 0, 0};
-  wrs[2] = {23, Opcode::send, kSignaled, sges.data(), too_many, 0, 0, 0};
+  wrs[0] = {21, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}};
+  wrs[1] = {22, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}};
+  wrs[2] = {23, Opcode::send, kSignaled, sges.data(), too_many, 0, 0, 0, {}};
   EXPECT_EQ(a.qp->post_send(wrs, &bad), errc::invalid_argument);
   EXPECT_EQ(bad, 2u);
   const auto done = wait_wcs(*a.scq, 2);
@@ -370,9 +370,9 @@ TEST_F(VerbsDevice, PostBeforeRtsAndBadWorkRequests) {
   EXPECT_EQ(done[0].wr_id, 21u);
   EXPECT_EQ(done[1].wr_id, 22u);
   // Unknown flag bits and READ with inline are refused too.
-  SendWr odd{24, Opcode::send, 1u << 9, &s, 1, 0, 0, 0};
+  SendWr odd{24, Opcode::send, 1u << 9, &s, 1, 0, 0, 0, {}};
   EXPECT_EQ(a.qp->post_send({&odd, 1}, &bad), errc::invalid_argument);
-  SendWr inline_read{25, Opcode::rdma_read, kInline, &s, 1, 0, 0, 0};
+  SendWr inline_read{25, Opcode::rdma_read, kInline, &s, 1, 0, 0, 0, {}};
   EXPECT_EQ(a.qp->post_send({&inline_read, 1}, &bad), errc::invalid_argument);
 }
 
@@ -384,7 +384,7 @@ TEST_F(VerbsDevice, FullSendQueueReportsTheFirstWrNotPosted) {
   Buffer abuf(*a.pd, 64, kLocalWrite);
   Sge s = abuf.sge(0, 8);
   const std::size_t n = a.qp->caps().max_send_wr * 4 + 4;
-  std::vector<SendWr> wrs(n, SendWr{0, Opcode::send, 0, &s, 1, 0, 0, 0});
+  std::vector<SendWr> wrs(n, SendWr{0, Opcode::send, 0, &s, 1, 0, 0, 0, {}});
   for (std::size_t i = 0; i < n; ++i) wrs[i].wr_id = i;
   std::size_t bad = 9999;
   EXPECT_EQ(a.qp->post_send(wrs, &bad), errc::queue_full);
@@ -398,8 +398,8 @@ TEST_F(VerbsDevice, RetryExceededThenFlushAndErrState) {
   ASSERT_FALSE(connect(*a.qp, 0xfffff0, 7, /*timeout=*/8, /*retry_cnt=*/1));
   Buffer abuf(*a.pd, 64, kLocalWrite);
   Sge s = abuf.sge(0, 8);
-  const SendWr wrs[] = {{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0},
-                        {2, Opcode::send, kSignaled, &s, 1, 0, 0, 0}};
+  const SendWr wrs[] = {{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}},
+                        {2, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}}};
   std::size_t bad = 99;
   ASSERT_FALSE(a.qp->post_send(wrs, &bad));
   const auto done = wait_wcs(*a.scq, 2);
@@ -422,7 +422,7 @@ TEST_F(VerbsDevice, RnrRetryExceededWhenNoReceiveIsPosted) {
   ASSERT_FALSE(connect(*b.qp, a.qp->qp_num()));
   Buffer abuf(*a.pd, 64, kLocalWrite);
   Sge s = abuf.sge(0, 8);
-  SendWr wr{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0};
+  SendWr wr{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}};
   std::size_t bad = 99;
   ASSERT_FALSE(a.qp->post_send({&wr, 1}, &bad));
   const auto done = wait_wcs(*a.scq, 1);
@@ -439,7 +439,7 @@ TEST_F(VerbsDevice, RemoteAccessErrorWithoutRemoteWrite) {
   Buffer readonly(*b.pd, 64, kLocalWrite | kRemoteRead);
   Sge s = abuf.sge(0, 8);
   SendWr wr{1, Opcode::rdma_write, kSignaled, &s, 1, 0,
-            reinterpret_cast<std::uint64_t>(readonly.bytes.data()), readonly.mr->rkey()};
+            reinterpret_cast<std::uint64_t>(readonly.bytes.data()), readonly.mr->rkey(), {}};
   std::size_t bad = 99;
   ASSERT_FALSE(a.qp->post_send({&wr, 1}, &bad));
   const auto done = wait_wcs(*a.scq, 1);
@@ -484,7 +484,7 @@ TEST_F(VerbsDevice, SharedReceiveQueue) {
   Buffer abuf(*a.pd, 64, kLocalWrite);
   abuf.put("to the srq");
   Sge s = abuf.sge(0, 10);
-  SendWr wr{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0};
+  SendWr wr{1, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}};
   ASSERT_FALSE(a.qp->post_send({&wr, 1}, &bad));
   const auto got = wait_wcs(*b.rcq, 1);
   ASSERT_EQ(got.size(), 1u);
@@ -509,7 +509,7 @@ TEST_F(VerbsDevice, CompletionChannelWakesOnCompletion) {
   ASSERT_FALSE(b.rcq->arm());
   EXPECT_EQ(b.rcq->poll(wc), 0u);
   EXPECT_FALSE(readable(b.rcq->channel_fd(), 0ms));
-  SendWr wr{1, Opcode::send, 0, &s, 1, 0, 0, 0};
+  SendWr wr{1, Opcode::send, 0, &s, 1, 0, 0, 0, {}};
   ASSERT_FALSE(a.qp->post_send({&wr, 1}, &bad));
   ASSERT_TRUE(readable(b.rcq->channel_fd(), kTimeout));
   EXPECT_EQ(b.rcq->consume_events(), 1u);
@@ -653,7 +653,7 @@ TEST_F(VerbsCm, ConnectAcceptExchangeDisconnect) {
   // Data both ways.
   std::memcpy(cbuf.bytes.data() + 128, "ping", 4);
   Sge cs = cbuf.sge(128, 4);
-  SendWr cw{1, Opcode::send, kSignaled, &cs, 1, 0, 0, 0};
+  SendWr cw{1, Opcode::send, kSignaled, &cs, 1, 0, 0, 0, {}};
   ASSERT_FALSE(c.qp->post_send({&cw, 1}, &bad));
   auto sgot = wait_wcs(*s.scq, 1);
   ASSERT_EQ(sgot.size(), 1u);
@@ -661,7 +661,7 @@ TEST_F(VerbsCm, ConnectAcceptExchangeDisconnect) {
   EXPECT_EQ(sbuf.text(4), "ping");
   std::memcpy(sbuf.bytes.data() + 128, "pong", 4);
   Sge ss = sbuf.sge(128, 4);
-  SendWr sw{2, Opcode::send_with_imm, kSignaled, &ss, 1, 42, 0, 0};
+  SendWr sw{2, Opcode::send_with_imm, kSignaled, &ss, 1, 42, 0, 0, {}};
   ASSERT_FALSE(s.qp->post_send({&sw, 1}, &bad));
   // The client's CQ sees its own send completion and the receive.
   auto cgot = wait_wcs(*c.scq, 2);
@@ -830,7 +830,7 @@ class VerbsCmPath : public VerbsCm {
     auto send = [&](Side& from, Side& to, const std::string& text) {
       std::memcpy(from.buf->bytes.data() + 128, text.data(), text.size());
       Sge s = from.buf->sge(128, static_cast<std::uint32_t>(text.size()));
-      SendWr wr{7, Opcode::send, kSignaled, &s, 1, 0, 0, 0};
+      SendWr wr{7, Opcode::send, kSignaled, &s, 1, 0, 0, 0, {}};
       if (from.ep.qp->post_send({&wr, 1}, &bad)) return false;
       // Both completions of a side share its CQ: wait for the receive.
       const auto deadline = Clock::now() + kTimeout;
