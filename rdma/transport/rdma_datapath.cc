@@ -6,10 +6,12 @@
 // peer's receive buffer (small frames coalesce) and piggybacks the credits we
 // owe. A MESSAGE whose data segment reaches ms_async_rdma_zero_copy_threshold
 // (zero_copy_applies(): 0 = never, and never without data) goes as a
-// read_request instead of its data bytes: the data's memory is registered for
-// remote read just for this transfer, the peer pulls it with RDMA READ into
-// its own pool, and its read_done revokes the registration. Both ends bound
-// the transfer with ms_async_rdma_transfer_timeout (rdma_connection.cc).
+// read_request instead of its data bytes: the data's memory is registered
+// just for this transfer (and, where the device has type-2 memory windows,
+// exposed only through a window bound to this connection's QP), the peer
+// pulls it with RDMA READ into its own pool, and its read_done revokes the
+// window and the registration. Both ends bound the transfer with
+// ms_async_rdma_transfer_timeout (rdma_connection.cc).
 //
 // Inbound, every SEND's header is CRC-checked and parsed, and the peer's use
 // of our credits and update slots checked, when its completion arrives
@@ -19,6 +21,46 @@
 // bytes and pulled bulk data are fed, in order, to the same banner parser and
 // FrameDecoder the TCP stack uses, so frame boundaries and CRCs are checked
 // exactly as on TCP.
+//
+// Cost per message, steady state, as the code stands (issue 14 item 8 will
+// cut the starred items; docs/performance.md has the measurements):
+//
+//   outbound, a MESSAGE below the zero-copy threshold
+//     allocations  one 64-byte block for preamble/crcs/epilogue (encode_frame);
+//                  *a ~4 KiB heap segment for the 41-byte header2, made by
+//                  the session layer (connection_io.cc); outq_/batch_/sges_
+//                  keep their capacity
+//     copies       one: the frame's bytes into a registered send buffer
+//                  (small frames coalesce into one SEND)
+//     locks        none; the send pool's mutex only when the worker's cache
+//                  of 16 buffers is empty or overfull, *and ibv_reg_mr under
+//                  it when the pool grows (pools grow lazily)
+//     atomics      *about 6 relaxed fetch_adds on RdmaCounters, one struct
+//                  shared by every worker of the stack (false sharing), plus
+//                  *BufferPool::in_use_ (shared) per get and put
+//     syscalls     none on the post itself (soft fabric: a lock-free ring and
+//                  a doorbell, an eventfd write only when the engine sleeps;
+//                  a hardware NIC: an MMIO doorbell; rxe: one write(2) per
+//                  post_send call); one signaled WR per batch
+//     wake-ups     none on the worker; the peer's poller (or its CQ channel)
+//   inbound, per SEND
+//     checks       CRC32C over the 20-byte header, O(1) credit accounting
+//     allocations  *BufferList::copy_of of the stream bytes (at least a
+//                  4 KiB segment per SEND) plus one copy; *new Message per
+//                  message in the session layer
+//     refcounts    *two shared_ptr copies per completion (the worker's QP
+//                  map, then shared_from_this)
+//     atomics      about 3 relaxed fetch_adds on the shared RdmaCounters
+//     posts        one receive re-posted per SEND (to the QP or the SRQ)
+//   zero-copy, per transfer (a MESSAGE whose data reaches the threshold)
+//     sender       per data segment: reg_mr (+ alloc_mw and one bind WR with
+//                  windows): on verbs an ioctl that pins the pages; the
+//                  descriptor vector, OutTransfer and its map node are heap
+//                  allocations; on read_done dealloc_mw + dereg_mr
+//     receiver     an InTransfer allocation, one RDMA READ per descriptor
+//                  into pool buffers, one read_done SEND
+//   timers         *a 1 ms steady_timer polls while the send pool is empty,
+//                  a read reservation failed, or a drain marker waits
 #include <fmt/format.h>
 
 #include <algorithm>
