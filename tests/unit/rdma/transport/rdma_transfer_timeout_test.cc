@@ -145,8 +145,9 @@ TEST(RdmaTransferTimeout, AReadThatNeverCompletesFaultsTheReceiver) {
   ServerAndRawPeer s(so, /*ack_timeout=*/31);  // 4.096 us x 2^31: no retry timeout either
   ASSERT_TRUE(s.open());
   ReadDescriptor d{s.peer->addr(0), s.peer->rkey(), static_cast<std::uint32_t>(kData)};
-  std::uint8_t desc[ReadDescriptor::kSize];
+  std::uint8_t desc[ReadDescriptor::kSize + ReadDescriptor::kCrcSize];
   d.encode(desc);
+  ReadDescriptor::seal(desc, 1);  // wire v2: the descriptors carry their CRC
   SendHeader h;
   h.type = SendType::read_request;
   h.length = static_cast<std::uint32_t>(kData);
