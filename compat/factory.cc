@@ -9,6 +9,7 @@
 #include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
+#include "msgr/transport/tcp_stack.h"
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/rdma_stack.h"
 #include "rdma/verbs/verbs_provider.h"
@@ -35,7 +36,9 @@ proto::FrameLimits frame_limits(const Config& c) {
   return l;
 }
 
-transport::TransportOptions common_options(const Config& c) {
+}  // namespace
+
+transport::TransportOptions transport_options(const Config& c) {
   transport::TransportOptions t;
   t.async_op_threads = c.get<Opt::ms_async_op_threads>();
   t.frame_limits = frame_limits(c);
@@ -49,6 +52,8 @@ transport::TransportOptions common_options(const Config& c) {
   t.send_queue_low_water = c.get<Opt::ms_send_queue_low_water>();
   return t;
 }
+
+namespace {
 
 // The software fabric's fault injection (ms_async_rdma_soft_inject_*). A
 // seed of 0 picks one from the clock and logs it, so a failure can be rerun.
@@ -89,7 +94,7 @@ struct OwnedRdmaStack {
 
 transport::TcpOptions tcp_options(const Config& c) {
   transport::TcpOptions t;
-  t.common = common_options(c);
+  t.common = transport_options(c);
   t.tcp_nodelay = c.get<Opt::ms_tcp_nodelay>();
   t.tcp_rcvbuf = c.get<Opt::ms_tcp_rcvbuf>();
   t.tcp_listen_backlog = narrow<int>(static_cast<std::uint64_t>(std::max<std::int64_t>(0, c.get<Opt::ms_tcp_listen_backlog>())));
@@ -109,7 +114,6 @@ transport::TcpOptions tcp_options(const Config& c) {
 
 MessengerOptions messenger_options(const Config& c) {
   MessengerOptions m;
-  m.transport = tcp_options(c);
   m.ms_connection_ready_timeout = std::chrono::seconds(c.get<Opt::ms_connection_ready_timeout>());
   m.ms_connection_idle_timeout = std::chrono::seconds(c.get<Opt::ms_connection_idle_timeout>());
   m.ms_initial_backoff = seconds(c.get<Opt::ms_initial_backoff>());
@@ -125,7 +129,7 @@ MessengerOptions messenger_options(const Config& c) {
 
 rdma::RdmaOptions rdma_options(const Config& c) {
   rdma::RdmaOptions r;
-  r.common = common_options(c);
+  r.common = transport_options(c);
   r.device_name = c.get<Opt::ms_async_rdma_device_name>();
   r.port_num = narrow<std::uint8_t>(c.get<Opt::ms_async_rdma_port_num>());
   // Ceph's default gid_idx 0 is usually a RoCEv1 or link-local entry: Siphon
@@ -184,7 +188,7 @@ entity_name_t messenger_name(const Config& c) {
 }
 
 StackRegistry::StackRegistry() {
-  factories_["posix"] = [](const Config& c) { return make_tcp_stack(messenger_options(c)); };
+  factories_["posix"] = [](const Config& c) { return create_tcp_stack(c); };
   factories_["rdma"] = [](const Config& c) { return create_rdma_stack(c); };
 }
 
@@ -214,6 +218,10 @@ std::shared_ptr<transport::Stack> StackRegistry::create(const std::string& name,
     f = it->second;
   }
   return f(cfg);
+}
+
+std::shared_ptr<transport::Stack> create_tcp_stack(const Config& cfg) {
+  return transport::make_tcp_stack(tcp_options(cfg));
 }
 
 std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {

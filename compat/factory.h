@@ -25,7 +25,10 @@ namespace siphon::compat {
 // or ms_cluster_type; clients use the public network).
 enum class Purpose { public_network, cluster_network, client };
 
-// Typed options, read from the Config once.
+// Typed options, read from the Config once. Each stack gets its own struct
+// (the options every stack shares are in its `common`); the messenger's
+// options hold none of the transport's: the session asks its stack.
+transport::TransportOptions transport_options(const Config& cfg);
 transport::TcpOptions tcp_options(const Config& cfg);
 MessengerOptions messenger_options(const Config& cfg);
 rdma::RdmaOptions rdma_options(const Config& cfg);
@@ -60,6 +63,11 @@ class StackRegistry {
   mutable std::mutex mu_;
   std::map<std::string, Factory> factories_;
 };
+
+// The async+posix stack with the Config's TCP options, whatever ms_type
+// says: for clients of services that listen on TCP only (the monitors; see
+// siphon-ceph). Throws SetupError for inconsistent options.
+std::shared_ptr<transport::Stack> create_tcp_stack(const Config& cfg);
 
 // Which RDMA provider serves ms_async_rdma_device_name: "soft..." is the
 // software fabric; any other name, the verbs provider; empty: verbs when a

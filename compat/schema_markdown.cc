@@ -146,6 +146,9 @@ the file, never a crash:
 
 Because a stack is a C++ object, the ABI covers `msgr/transport/transport.h` and `options.h` and
 the compiler: build plugins from the same Siphon source, compiler and flags as the program.
+The current version is 2: version 2 added `Stack::send_queue_marks()` (the messenger asks the
+stack for its send-queue water marks), so a version-1 plugin is refused even though its options
+size still matches.
 A plugin links what it needs (normally `siphon_transport`) statically; a program that loads
 plugins should export its symbols (`-rdynamic`; CMake: `siphon_stack_plugin_host(target)`), so that
 the plugin binds to the program's error category, log levels and log sink rather than its own

@@ -111,9 +111,10 @@ void ConnectionImpl::send_frame(proto::Frame&& f) {
 // Transport queue level above which flush() stops handing messages over
 // (they wait in outq_) and keepalive acks are coalesced: the stack's
 // ms_send_queue_high_water, past which it reports backpressure and later
-// calls on_writable().
+// calls on_writable(). Asked of the stack this connection runs on, so it is
+// the mark that stack (TCP, RDMA or a plugin) was configured with.
 std::size_t ConnectionImpl::transport_high_water() const {
-  return core_->options.transport.common.send_queue_high_water;
+  return core_->stack->send_queue_marks().high_water;
 }
 
 void ConnectionImpl::flush() {

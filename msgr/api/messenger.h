@@ -1,7 +1,9 @@
 // Messenger: one endpoint of the msgr2 protocol (Ceph's Messenger): it binds
 // and accepts, connects to peers, runs the sessions and dispatches messages.
 //
-//   auto stack = siphon::make_tcp_stack(opts);     // or any transport::Stack
+//   auto stack = compat::create_stack(cfg, compat::Purpose::public_network);
+//                                   // or any transport::Stack, e.g. in a test
+//                                   // transport::make_tcp_stack(tcp_opts)
 //   auto msgr = siphon::Messenger::create(stack, {entity_type::osd, 0}, opts);
 //   msgr->set_default_policy(Policy::lossless_peer());
 //   msgr->add_dispatcher_tail(&my_dispatcher);
@@ -19,6 +21,9 @@
 // already queued for dispatch; wait() returns when everything has stopped.
 // The stack is started by start() if it is not running; wait() stops it
 // when no other messenger still uses it (messengers may share a stack).
+// The messenger never builds a stack: which one, with which options, is the
+// composition root's choice (compat/factory.h), and the transport's own
+// settings (threads, water marks, TCP or RDMA options) live in the stack.
 //
 // Threads: every method may be called from any thread (configuration methods
 // before start()). See dispatcher.h for the callback threads.
@@ -116,8 +121,5 @@ class Messenger {
  protected:
   Messenger() = default;
 };
-
-// A TCP stack (async+posix) configured from `options.transport`.
-std::shared_ptr<transport::Stack> make_tcp_stack(const MessengerOptions& options);
 
 }  // namespace siphon

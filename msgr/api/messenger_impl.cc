@@ -189,13 +189,3 @@ std::unique_ptr<Messenger> Messenger::create(std::shared_ptr<transport::Stack> s
 }
 
 }  // namespace siphon
-
-#include "msgr/transport/tcp_stack.h"
-
-namespace siphon {
-
-std::shared_ptr<transport::Stack> make_tcp_stack(const MessengerOptions& options) {
-  return std::make_shared<transport::TcpStack>(options.transport);
-}
-
-}  // namespace siphon

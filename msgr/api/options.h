@@ -2,23 +2,20 @@
 // into this struct); nothing below reads a configuration. Each field names
 // the Ceph option it mirrors; fields Ceph does not have are marked
 // "Siphon extension".
+//
+// The transport's options (ms_async_op_threads, ms_tcp_*, ms_bind_*, frame
+// limits, send-queue water marks, ms_inject_socket_failures, ...) are not
+// here: they belong to the stack the messenger is handed, which compat/
+// builds with its own option struct (transport::TcpOptions,
+// rdma::RdmaOptions); the session asks the stack for what it needs.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 
-#include "msgr/transport/options.h"
-
 namespace siphon {
 
 struct MessengerOptions {
-  // The transport stack's options (ms_async_op_threads, ms_tcp_*,
-  // ms_bind_port_*, frame limits, ms_inject_socket_failures, ...; see
-  // msgr/transport/options.h). The messenger is handed a stack rather than
-  // creating one, so these are for whoever builds it: compat/, or
-  // make_tcp_stack(options).
-  transport::TcpOptions transport{};
-
   // --- session ---
   // Time allowed from connect() to READY before the attempt is faulted.
   std::chrono::nanoseconds ms_connection_ready_timeout = std::chrono::seconds(10);  // ms_connection_ready_timeout

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -53,7 +54,9 @@ bool contains(std::string_view text, std::string_view what) {
 
 }  // namespace
 
-MonClient::MonClient(MonClientOptions options) : opts_(std::move(options)) {
+MonClient::MonClient(std::shared_ptr<transport::Stack> stack, MonClientOptions options)
+    : stack_(std::move(stack)), opts_(std::move(options)) {
+  if (!stack_) throw std::invalid_argument("MonClient: no transport stack given");
   if (opts_.hostname.empty()) opts_.hostname = local_hostname();
   for (const EntityAddrVec& v : opts_.mon_addrs) {
     for (const EntityAddr& a : v.addrs) {
@@ -91,7 +94,7 @@ void MonClient::start_locked() {
     return;
   }
   MessengerOptions mo = opts_.messenger;
-  msgr_ = Messenger::create(make_tcp_stack(mo), {entity_type::client, -1}, mo);
+  msgr_ = Messenger::create(stack_, {entity_type::client, -1}, mo);
   msgr_->set_policy(entity_type::mon, Policy::lossy_client());
   auto registry = std::make_shared<MessageRegistry>();
   register_mon_messages(*registry);

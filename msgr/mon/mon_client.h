@@ -5,7 +5,7 @@
 //
 //   MonClientOptions o;
 //   o.mon_addrs = *proto::parse_mon_host("v2:127.0.0.1:3300");
-//   MonClient mc(o);
+//   MonClient mc(compat::create_tcp_stack(cfg), o);  // or transport::make_tcp_stack()
 //   if (auto err = mc.connect(5s)) { print(err.message); }
 //   CommandResult r = mc.command({R"({"prefix": "status"})"}, {}, 30s);
 //
@@ -20,6 +20,12 @@
 // refused, timeout, the cluster requires cephx, the address speaks msgr1
 // only, no msgr2 address given. Permanent ones (cephx, msgr1) end connect()
 // at once instead of waiting for its timeout.
+//
+// The stack: the client runs its messenger on the stack its caller passes
+// (the client does not choose a transport; compat/ builds stacks from the
+// configuration). Monitors listen on TCP, so that is normally a TCP stack.
+// The stack is started with the messenger and stopped by shutdown() unless
+// another messenger still uses it.
 //
 // Threads: every method may be called from any thread; results are waited
 // for on the caller's thread. Messages that are not for the client (config,
@@ -94,7 +100,8 @@ struct VersionResult {
 
 class MonClient final : private Dispatcher {
  public:
-  explicit MonClient(MonClientOptions options);
+  // Runs its messenger on `stack` (not null: throws std::invalid_argument).
+  MonClient(std::shared_ptr<transport::Stack> stack, MonClientOptions options);
   ~MonClient() override;
   MonClient(const MonClient&) = delete;
   MonClient& operator=(const MonClient&) = delete;
@@ -168,6 +175,7 @@ class MonClient final : private Dispatcher {
   bool wait_until(std::unique_lock<std::mutex>& l, std::chrono::steady_clock::time_point deadline,
                   Pred pred);
 
+  std::shared_ptr<transport::Stack> stack_;  // handed to msgr_ when it is created
   MonClientOptions opts_;
   std::vector<EntityAddrVec> targets_;  // msgr2 address of each usable mon
   std::unique_ptr<Messenger> msgr_;

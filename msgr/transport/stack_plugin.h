@@ -33,7 +33,10 @@
 #include "msgr/transport/transport.h"
 
 // 1: the first version (Siphon 0.1).
-#define SIPHON_STACK_PLUGIN_ABI_VERSION 1u
+// 2: transport::Stack gained send_queue_marks() (a new virtual: the vtable of
+//    a version-1 plugin's stack lacks it, while TcpOptions kept its size, so
+//    only the version number can tell the two apart).
+#define SIPHON_STACK_PLUGIN_ABI_VERSION 2u
 
 // The symbol the host looks up with dlsym().
 #define SIPHON_STACK_PLUGIN_ENTRY "siphon_stack_plugin_entry"

@@ -239,6 +239,12 @@ Worker& TcpStack::pick_worker() noexcept { return *pick_least_loaded(workers_, s
 
 const TcpOptions& TcpStack::options() const noexcept { return shared_->opts; }
 
+SendQueueMarks TcpStack::send_queue_marks() const noexcept {
+  return {shared_->opts.common.send_queue_high_water, shared_->opts.common.send_queue_low_water};
+}
+
+std::shared_ptr<Stack> make_tcp_stack(TcpOptions options) { return std::make_shared<TcpStack>(std::move(options)); }
+
 const InjectionCounters& TcpStack::injection_counters() const noexcept { return shared_->counters; }
 
 void TcpStack::start() {

@@ -47,6 +47,8 @@ class TcpStack final : public Stack {
   Worker& worker(std::size_t i) noexcept override;
   /// The worker with the fewest open connections (ties: round robin).
   Worker& pick_worker() noexcept override;
+  /// options().common's send_queue_high_water / send_queue_low_water.
+  SendQueueMarks send_queue_marks() const noexcept override;
 
   void start() override;
   /// Closes listeners and connections (no callbacks), lets cancelled
@@ -77,5 +79,11 @@ class TcpStack final : public Stack {
   State state_ = State::created;
   std::vector<std::shared_ptr<TcpListener>> listeners_;
 };
+
+// A TCP stack (async+posix, not started) with `options`, for code that
+// wants TCP by construction: tests and examples. Programs that read a
+// configuration get their stacks from compat/ (compat::create_stack), which
+// chooses the stack ms_type names and fills its options.
+std::shared_ptr<Stack> make_tcp_stack(TcpOptions options = {});
 
 }  // namespace siphon::transport

@@ -105,6 +105,16 @@ using ConnectionRef = std::shared_ptr<Connection>;
 using AcceptHandler = std::function<void(ConnectionRef)>;
 using ConnectHandler = std::function<void(std::error_code, ConnectionRef)>;
 
+// A stack's send-queue water marks (ms_send_queue_high_water / _low_water):
+// past `high_water` queued bytes a connection reports backpressure, and calls
+// on_writable() once it is back at `low_water`. The stack's own options are
+// the one source of these values, so the session above asks the stack rather
+// than keeping a copy that could disagree with the stack it runs on.
+struct SendQueueMarks {
+  std::size_t high_water = 0;
+  std::size_t low_water = 0;
+};
+
 class Stack {
  public:
   virtual ~Stack() = default;
@@ -113,6 +123,8 @@ class Stack {
   virtual Worker& worker(std::size_t i) noexcept = 0;
   // Picks the worker for a new connection (least loaded).
   virtual Worker& pick_worker() noexcept = 0;
+  // The water marks every connection of this stack applies to queued_bytes().
+  virtual SendQueueMarks send_queue_marks() const noexcept = 0;
 
   // Starts the worker threads. Throws SetupError on failure.
   virtual void start() = 0;

@@ -20,6 +20,7 @@ class TcpPluginStack final : public transport::Stack {
   std::size_t worker_count() const noexcept override { return inner_.worker_count(); }
   transport::Worker& worker(std::size_t i) noexcept override { return inner_.worker(i); }
   transport::Worker& pick_worker() noexcept override { return inner_.pick_worker(); }
+  transport::SendQueueMarks send_queue_marks() const noexcept override { return inner_.send_queue_marks(); }
   void start() override { inner_.start(); }
   void stop() override { inner_.stop(); }
   std::error_code listen(const NetAddress& addr, transport::AcceptHandler on_accept, NetAddress& bound) override {

@@ -6,7 +6,10 @@
 
 namespace {
 
-const siphon_stack_plugin kPlugin{SIPHON_STACK_PLUGIN_ABI_VERSION + 41,  // = 42 while the ABI is 1
+// A fixed number, so the test can look for it in the refusal whatever the
+// current version is.
+static_assert(SIPHON_STACK_PLUGIN_ABI_VERSION != 42u);
+const siphon_stack_plugin kPlugin{42u,
                                   0, "wrongabi", "a plugin for another ABI version", nullptr, nullptr};
 
 }  // namespace

@@ -74,6 +74,10 @@ class RdmaStack final : public transport::Stack {
   std::size_t worker_count() const noexcept override;
   transport::Worker& worker(std::size_t i) noexcept override;
   transport::Worker& pick_worker() noexcept override;
+  // options().common's marks: the ones every RdmaConnection of this stack uses.
+  transport::SendQueueMarks send_queue_marks() const noexcept override {
+    return {options().common.send_queue_high_water, options().common.send_queue_low_water};
+  }
   void start() override;
   void stop() override;
   std::error_code listen(const NetAddress& addr, transport::AcceptHandler on_accept,

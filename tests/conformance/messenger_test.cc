@@ -315,7 +315,7 @@ TEST_F(Pair, SilentServerHitsTheClientsReadyTimeout) {
   // A peer that accepts and never says a word (not even a banner): a bare
   // stack of the kind under test (TCP, soft fabric, or verbs on rxe) whose
   // accepted connections are held but never started.
-  std::shared_ptr<transport::Stack> mute_stack = make_test_stack(opts);
+  std::shared_ptr<transport::Stack> mute_stack = make_test_stack();
   mute_stack->start();
   std::mutex held_mu;
   std::vector<transport::ConnectionRef> held;
@@ -492,7 +492,7 @@ TEST(SharedStack, FirstMessengerToWaitDoesNotStopTheOthers) {
   server->add_dispatcher_tail(&sd);
   ASSERT_FALSE(server->bind(loopback_any_port()));
   server->start();
-  std::shared_ptr<transport::Stack> shared = make_test_stack(o);
+  std::shared_ptr<transport::Stack> shared = make_test_stack();
   auto first = Messenger::create(shared, {entity_type::client, 1}, o);
   auto second = Messenger::create(shared, {entity_type::client, 2}, o);
   first->add_dispatcher_tail(&d1);

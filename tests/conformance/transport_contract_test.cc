@@ -59,11 +59,11 @@ constexpr auto kQuiet = 100ms;
 constexpr std::size_t kHighWater = 1u << 20;
 constexpr std::size_t kLowWater = 256u << 10;
 
-MessengerOptions contract_options() {
-  MessengerOptions o = test::test_options(2);  // two workers: affinity is per connection
-  o.transport.common.send_queue_high_water = kHighWater;
-  o.transport.common.send_queue_low_water = kLowWater;
-  o.transport.tcp_rcvbuf = 128u << 10;
+transport::TcpOptions contract_options() {
+  transport::TcpOptions o = test::test_stack_options(2);  // two workers: affinity is per connection
+  o.common.send_queue_high_water = kHighWater;
+  o.common.send_queue_low_water = kLowWater;
+  o.tcp_rcvbuf = 128u << 10;
   return o;
 }
 
@@ -79,8 +79,8 @@ std::shared_ptr<Stack> make_stack() {
     if (p->abi_version != SIPHON_STACK_PLUGIN_ABI_VERSION) throw std::runtime_error(path + ": other ABI");
     return p;
   }();
-  const MessengerOptions o = contract_options();
-  const siphon_stack_plugin_args args{SIPHON_STACK_PLUGIN_ABI_VERSION, &o.transport, "client.contract"};
+  const transport::TcpOptions o = contract_options();
+  const siphon_stack_plugin_args args{SIPHON_STACK_PLUGIN_ABI_VERSION, &o, "client.contract"};
   char err[256] = {};
   Stack* s = plugin->create(&args, err, sizeof err);
   if (s == nullptr) throw std::runtime_error(std::string("plugin create failed: ") + err);
@@ -648,6 +648,16 @@ TEST_F(TransportContract, FramesSentBeforeTheBannerExchangeGoFirstInOrder) {
 }
 
 // --------------------------------------------- (e) high- and low-water marks
+
+// The session above reads its backpressure mark from the stack (it keeps no
+// copy of the transport's options), so a stack must report the marks it was
+// built with, the ones its connections apply.
+TEST_F(TransportContract, TheStackReportsTheWaterMarksItWasBuiltWith) {
+  for (const std::shared_ptr<Stack>& st : {server_, client_}) {
+    EXPECT_EQ(st->send_queue_marks().high_water, kHighWater) << st->type();
+    EXPECT_EQ(st->send_queue_marks().low_water, kLowWater) << st->type();
+  }
+}
 
 TEST_F(TransportContract, OneOnWritableAfterTheQueueFallsToTheLowWaterMark) {
   Ends& e = open();

@@ -17,6 +17,7 @@
 #include "mon_fixture.h"
 #include "msgr/base/log.h"
 #include "msgr/mon/mon_client.h"
+#include "msgr/transport/tcp_stack.h"
 
 namespace siphon {
 namespace {
@@ -43,9 +44,15 @@ std::size_t count_log(std::string_view what) {
 MonClientOptions client_options(const testing::MonFixture& mon) {
   MonClientOptions o;
   o.mon_addrs = *proto::parse_mon_host(mon.mon_host());
-  o.messenger.transport.common.async_op_threads = 1;
   o.hostname = "siphon-test";
   return o;
+}
+
+// The TCP stack each MonClient runs on (one worker).
+std::shared_ptr<transport::Stack> tcp_stack() {
+  transport::TcpOptions t;
+  t.common.async_op_threads = 1;
+  return transport::make_tcp_stack(t);
 }
 
 json ceph_json(const testing::MonFixture& mon, const std::string& args) {
@@ -74,7 +81,7 @@ TEST(MonInterop, HandshakeInMsgr21AndMsgr20) {
     const std::size_t before = count_log(expect);
     MonClientOptions o = client_options(mon);
     o.messenger.ms_msgr2_rev1 = rev1;
-    MonClient mc(o);
+    MonClient mc(tcp_stack(), o);
     const mon::MonError e = mc.connect(20s);
     ASSERT_FALSE(e) << e.message;
     const auto v = mc.get_version("monmap", 20s);
@@ -95,7 +102,7 @@ TEST(MonInterop, GetVersionEqualsWhatCephReports) {
   int rc = 0;
   mon.ceph("osd pool create interop 8", &rc);  // moves the osdmap past epoch 1
   ASSERT_EQ(rc, 0);
-  MonClient mc(client_options(mon));
+  MonClient mc(tcp_stack(), client_options(mon));
   ASSERT_FALSE(mc.connect(20s));
   const json mondump = ceph_json(mon, "mon dump -f json");
   const json osddump = ceph_json(mon, "osd dump -f json");
@@ -117,7 +124,7 @@ TEST(MonInterop, GetVersionEqualsWhatCephReports) {
 
 TEST(MonInterop, SubscribedMonMapMatchesCephMonDump) {
   SIPHON_START_MON(mon);
-  MonClient mc(client_options(mon));
+  MonClient mc(tcp_stack(), client_options(mon));
   ASSERT_FALSE(mc.connect(20s));
   mc.subscribe("monmap", 0);
   const auto m = mc.wait_for_monmap(1, 20s);
@@ -166,7 +173,7 @@ TEST(MonInterop, KeepalivesKeepAnIdleSessionAlive) {
   MonClientOptions without = client_options(mon);
   without.keepalive_interval = 0s;  // the control: never sends KEEPALIVE2
   without.keepalive_timeout = 0s;
-  MonClient alive(with), idle(without);
+  MonClient alive(tcp_stack(), with), idle(tcp_stack(), without);
   ASSERT_FALSE(alive.connect(20s));
   ASSERT_FALSE(idle.connect(20s));
   const ConnectionRef con = alive.connection();
@@ -190,7 +197,7 @@ TEST(MonInterop, KeepalivesKeepAnIdleSessionAlive) {
 TEST(MonInterop, MonRestartMidSessionReconnects) {
   SIPHON_START_MON(mon);
   MonClientOptions o = client_options(mon);
-  MonClient mc(o);
+  MonClient mc(tcp_stack(), o);
   ASSERT_FALSE(mc.connect(20s));
   auto r = mc.command({R"({"prefix": "status", "format": "json"})"}, {}, 20s);
   ASSERT_FALSE(r.error) << r.error.message;
@@ -210,7 +217,7 @@ TEST(MonInterop, MonRestartMidSessionReconnects) {
 TEST(MonInterop, StoppedMonIsAClearError) {
   SIPHON_START_MON(mon);
   ASSERT_TRUE(mon.stop());
-  MonClient mc(client_options(mon));
+  MonClient mc(tcp_stack(), client_options(mon));
   const auto t0 = std::chrono::steady_clock::now();
   const mon::MonError e = mc.connect(2s);
   const auto took = std::chrono::steady_clock::now() - t0;

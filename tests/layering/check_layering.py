@@ -18,8 +18,10 @@ LAYERS = {
     "siphon_base": (["msgr/base"], []),
     "siphon_proto": (["msgr/proto"], ["siphon_base"]),
     "siphon_transport": (["msgr/transport"], ["siphon_proto"]),
-    "siphon_session": (["msgr/session"], ["siphon_transport", "siphon_proto"]),
-    "siphon_api": (["msgr/api"], ["siphon_session"]),
+    # The session layer is pure (events in, actions out): it needs the codec,
+    # not the transport; msgr/api drives both.
+    "siphon_session": (["msgr/session"], ["siphon_proto"]),
+    "siphon_api": (["msgr/api"], ["siphon_session", "siphon_transport"]),
     "siphon_mon": (["msgr/mon"], ["siphon_api"]),
     "siphon_rdma_provider": (["rdma/provider.h", "rdma/provider"], ["siphon_base"]),
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),

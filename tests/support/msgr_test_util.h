@@ -17,6 +17,7 @@
 
 #include "msgr/api/messenger.h"
 #include "msgr/base/log.h"
+#include "msgr/transport/tcp_stack.h"
 #ifdef SIPHON_TEST_RDMA
 #include <cstdlib>
 
@@ -27,14 +28,22 @@
 
 namespace siphon::test {
 
-inline MessengerOptions test_options(unsigned threads = 1) {
+// The messenger's options in tests: fast reconnects.
+inline MessengerOptions test_options() {
   MessengerOptions o;
-  o.transport.common.async_op_threads = threads;
-  o.transport.bind_port_min = 0;  // any free port
-  o.transport.bind_port_max = 0;
   o.ms_initial_backoff = std::chrono::milliseconds(5);
   o.ms_max_backoff = std::chrono::milliseconds(100);
   return o;
+}
+
+// The options of the stack under test (TCP's; the RDMA builds take their
+// `common` part): `threads` workers, listening on any free port.
+inline transport::TcpOptions test_stack_options(unsigned threads = 1) {
+  transport::TcpOptions t;
+  t.common.async_op_threads = threads;
+  t.bind_port_min = 0;  // any free port
+  t.bind_port_max = 0;
+  return t;
 }
 
 // 127.0.0.1, or inside the rxe guest the address of the Soft-RoCE interface
@@ -50,14 +59,14 @@ inline EntityAddrVec loopback_any_port() {
 // The stack under test: TCP, or -- in the *_rdma builds of the same tests
 // (SIPHON_TEST_RDMA) -- the RDMA stack on the software fabric, so the one
 // suite checks that the session layer cannot tell the stacks apart.
-inline std::shared_ptr<transport::Stack> make_test_stack(const MessengerOptions& o) {
+inline std::shared_ptr<transport::Stack> make_test_stack(const transport::TcpOptions& o = test_stack_options()) {
 #ifdef SIPHON_TEST_RDMA
   // The software fabric, or the verbs provider on rxe0 inside the rxe guest.
   const char* rxe = std::getenv("SIPHON_RXE_DEV");
   static const std::unique_ptr<rdma::Provider> provider =
       rxe != nullptr ? rdma::verbs::make_provider() : rdma::soft::make_provider();
   rdma::RdmaOptions r;
-  r.common = o.transport.common;
+  r.common = o.common;
   r.device_name = rxe != nullptr ? rxe : "soft0";
   r.buffer_size = 16 * 1024;
   r.credits = 8;
@@ -71,13 +80,21 @@ inline std::shared_ptr<transport::Stack> make_test_stack(const MessengerOptions&
 #endif
   return std::make_shared<rdma::RdmaStack>(*provider, r);
 #else
-  return make_tcp_stack(o);
+  return transport::make_tcp_stack(o);
 #endif
 }
 
+// A messenger with options `o` on its own stack under test, built with `t`.
+inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const MessengerOptions& o,
+                                                 const transport::TcpOptions& t,
+                                                 std::optional<std::uint32_t> nonce = std::nullopt) {
+  return Messenger::create(make_test_stack(t), name, o, nonce);
+}
+
+// The same on a one-worker stack with the test defaults.
 inline std::unique_ptr<Messenger> make_messenger(entity_name_t name, const MessengerOptions& o,
                                                  std::optional<std::uint32_t> nonce = std::nullopt) {
-  return Messenger::create(make_test_stack(o), name, o, nonce);
+  return make_messenger(name, o, test_stack_options(), nonce);
 }
 
 // Starts `server` (bound to loopback, any port) dispatching to `sd`, and

@@ -900,7 +900,7 @@ void note_polling(const RunSetup& s, const transport::Stack* stack, Result& r) {
 std::shared_ptr<transport::Stack> create_run_stack(const RunSetup& s, std::string& error,
                                                    bool& unavailable) {
   std::string why;
-  auto stack = create_stack(s.ms_type, *s.cfg, s.options, why);
+  auto stack = create_stack(s.ms_type, *s.cfg, why);
   if (!stack) {
     unavailable = true;
     error = fmt::format("cannot create the {} stack: {}", s.ms_type.to_string(), why);

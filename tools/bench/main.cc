@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "compat/config.h"
+#include "compat/factory.h"
 #include "msgr/base/log.h"
 #include "tools/bench/cli.h"
 #include "tools/bench/engine.h"
@@ -192,11 +193,11 @@ int run(int argc, char** argv) {
       std::fprintf(stderr, "siphon-bench: no ms_type configured: using the embedded default, async+rdma "
                            "(software fabric soft0 when no RDMA device exists)\n");
   }
-  setup.options = messenger_options(cfg);
-  if (a.mode != Mode::server && a.sizes.max() > setup.options.transport.common.frame_limits.max_segment)
+  setup.options = bench::messenger_options(cfg);
+  const std::uint64_t max_segment = compat::transport_options(cfg).frame_limits.max_segment;
+  if (a.mode != Mode::server && a.sizes.max() > max_segment)
     return usage_error(fmt::format("message size {} exceeds ms_max_segment_size ({}); raise it with --set",
-                                   format_size(a.sizes.max()),
-                                   format_size(setup.options.transport.common.frame_limits.max_segment)));
+                                   format_size(a.sizes.max()), format_size(max_segment)));
   setup.args = a;
   if (!a.quiet) setup.info = [](const std::string& line) { fmt::print(stderr, "siphon-bench: {}\n", line); };
   if (!a.quiet && ::isatty(STDERR_FILENO) != 0)

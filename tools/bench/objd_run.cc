@@ -13,6 +13,7 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "compat/factory.h"
 #include "msgr/api/messenger.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
@@ -378,7 +379,7 @@ RunOutcome run_objd(const RunSetup& s) {
   r.config["count"] = std::to_string(count);
   r.config["verify"] = a.verify ? "true" : "false";
   r.config["target"] = a.target;
-  r.options["ms_async_op_threads"] = std::to_string(s.options.transport.common.async_op_threads);
+  r.options["ms_async_op_threads"] = std::to_string(compat::transport_options(*s.cfg).async_op_threads);
   const auto target = parse_target(a.target, out.error);
   if (!target) return out;
   if (s.info)

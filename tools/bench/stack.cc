@@ -15,10 +15,9 @@ namespace siphon::bench {
 MessengerOptions messenger_options(const compat::Config& cfg) { return compat::messenger_options(cfg); }
 
 std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const compat::Config& cfg,
-                                               const MessengerOptions& opts, std::string& why_not) {
-  // TCP keeps the benchmark's own transport options; every other stack comes
-  // from the composition root's registry (compat/factory.h).
-  if (type.stack == compat::MsType::Stack::posix) return make_tcp_stack(opts);
+                                               std::string& why_not) {
+  // Every stack, TCP included, comes from the composition root's registry
+  // (compat/factory.h), which fills that stack's own options from `cfg`.
   try {
     // async+<plugin>: load libsiphon-stack-<plugin>.so first (a no-op once loaded).
     if (type.stack == compat::MsType::Stack::plugin) compat::load_stack_plugin(type.name, cfg);

@@ -1,9 +1,9 @@
 // Stack selection for siphon-bench: the Config's ms_type -> a transport
 // stack, and the Config -> MessengerOptions.
 //
-// This is deliberately the only place that knows which stacks exist: when
-// compat/factory.h (the stack registry and create_messenger) lands, the body
-// of create_stack() becomes one call into it.
+// The stacks themselves come from compat/factory.h's registry (the
+// composition root); this wraps it so that an unavailable stack is a
+// sentence for the report rather than an exception.
 #pragma once
 
 #include <chrono>
@@ -20,13 +20,14 @@
 
 namespace siphon::bench {
 
-// The messenger and transport options a Config describes.
+// The messenger options a Config describes (the transport's own options go
+// to the stack create_stack() builds).
 MessengerOptions messenger_options(const compat::Config& cfg);
 
 // A stack for `type`, or nullptr with `why_not` set to one sentence saying
 // why this build cannot create it (never throws for an unknown stack).
 std::shared_ptr<transport::Stack> create_stack(const compat::MsType& type, const compat::Config& cfg,
-                                               const MessengerOptions& opts, std::string& why_not);
+                                               std::string& why_not);
 
 // The process's open fds and RSS (/proc/self), and the transport counters of
 // `stacks` that tell leaks apart (async+rdma: qps_active, connections,

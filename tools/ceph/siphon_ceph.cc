@@ -22,7 +22,9 @@
 
 #include "command_sig.h"
 #include "compat/config.h"
+#include "compat/factory.h"
 #include "msgr/base/buffer.h"
+#include "msgr/base/error.h"
 #include "msgr/base/log.h"
 #include "msgr/mon/mon_client.h"
 
@@ -148,20 +150,11 @@ Cli parse_cli(const std::vector<std::string>& a) {
   return c;
 }
 
-MessengerOptions messenger_options(const compat::Config& cfg) {
+// The messenger options this tool applies to its mon session (the
+// transport's come with the stack, compat::create_tcp_stack).
+MessengerOptions mon_messenger_options(const compat::Config& cfg) {
   using compat::Opt;
   MessengerOptions o;
-  o.transport.common.async_op_threads =
-      static_cast<std::size_t>(std::clamp<std::uint64_t>(cfg.get<Opt::ms_async_op_threads>(), 1, 24));
-  o.transport.common.frame_limits.max_control_payload =
-      static_cast<std::uint32_t>(cfg.get<Opt::ms_max_control_frame_size>());
-  o.transport.common.frame_limits.max_segment = static_cast<std::uint32_t>(
-      std::min<std::uint64_t>(cfg.get<Opt::ms_max_segment_size>(), 0xffffffffu));
-  o.transport.common.frame_limits.max_frame = cfg.get<Opt::ms_max_frame_size>();
-  o.transport.common.inject.socket_failures =
-      static_cast<std::uint32_t>(cfg.get<Opt::ms_inject_socket_failures>());
-  o.transport.tcp_nodelay = cfg.get<Opt::ms_tcp_nodelay>();
-  o.transport.tcp_rcvbuf = static_cast<std::size_t>(cfg.get<Opt::ms_tcp_rcvbuf>());
   o.ms_connection_ready_timeout = std::chrono::seconds(cfg.get<Opt::ms_connection_ready_timeout>());
   o.ms_connection_idle_timeout = std::chrono::seconds(cfg.get<Opt::ms_connection_idle_timeout>());
   o.ms_initial_backoff = std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -337,12 +330,21 @@ int main(int argc, char** argv) {
 
   mon::MonClientOptions o;
   o.mon_addrs = *mons;
-  o.messenger = messenger_options(cfg);
+  o.messenger = mon_messenger_options(cfg);
   o.messenger.ms_msgr2_rev1 = !cli.rev0;
   o.messenger.ms_connection_ready_timeout =
       std::min(o.messenger.ms_connection_ready_timeout, secs(cli.connect_timeout));
   if (auto name = proto::EntityName::parse(cfg.name().to_string())) o.auth_name = *name;
-  mon::MonClient mc(o);
+  // Monitors listen on TCP whatever ms_type says (noted above): the TCP stack
+  // with the configuration's transport options, from the composition root.
+  std::shared_ptr<transport::Stack> stack;
+  try {
+    stack = compat::create_tcp_stack(cfg);
+  } catch (const SetupError& e) {
+    std::fprintf(stderr, "siphon-ceph: %s\n", e.what());
+    return 1;
+  }
+  mon::MonClient mc(std::move(stack), o);
   if (const mon::MonError e = mc.connect(secs(cli.connect_timeout))) return connect_error_exit(e);
   const int rc = cli.words.front() == "get-version" ? get_version(mc, cli) : run_command(mc, cli);
   mc.shutdown();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "msgr/api/messenger.h"
+#include "msgr/transport/options.h"
 
 namespace siphon {
 namespace {
@@ -77,7 +78,9 @@ TEST(MessengerOptions, CephDefaults) {
   EXPECT_EQ(o.ms_initial_backoff, std::chrono::milliseconds(200));
   EXPECT_EQ(o.ms_max_backoff, std::chrono::seconds(15));
   EXPECT_EQ(o.ms_dispatch_throttle_bytes, 100u << 20);
-  EXPECT_EQ(o.transport.common.async_op_threads, 3u);
+  // ms_async_op_threads is the stack's (transport::TransportOptions), not the
+  // messenger's: MessengerOptions carries no transport settings.
+  EXPECT_EQ(transport::TransportOptions{}.async_op_threads, 3u);
 }
 
 }  // namespace

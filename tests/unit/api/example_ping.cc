@@ -3,6 +3,7 @@
 #include <future>
 
 #include "msgr/api/messenger.h"
+#include "msgr/transport/tcp_stack.h"
 
 using namespace siphon;
 constexpr std::uint16_t kPing = 2, kPong = 0x7f02;  // CEPH_MSG_PING, an app type
@@ -28,17 +29,20 @@ struct PingClient : Dispatcher {
 };
 
 int main() {
-  MessengerOptions opts;
-  opts.transport.common.async_op_threads = 1;
+  // TCP by construction; a program with a ceph.conf asks compat for its
+  // stacks and options instead (compat::create_messenger, docs/embedding.md).
+  transport::TcpOptions tcp;  // the stack's options: threads, ports, ...
+  tcp.common.async_op_threads = 1;
+  MessengerOptions opts;  // the messenger's: timeouts, throttles, ...
   PingServer server_logic;  // the server: bind, start
-  auto server = Messenger::create(make_tcp_stack(opts), {entity_type::osd, 0}, opts);
+  auto server = Messenger::create(transport::make_tcp_stack(tcp), {entity_type::osd, 0}, opts);
   server->set_policy(entity_type::client, Policy::stateless_server());
   server->add_dispatcher_tail(&server_logic);
   auto any_port = EntityAddrVec(EntityAddr(AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")));
   if (server->bind(any_port)) return 1;
   server->start();
   PingClient client_logic;  // the client: start, connect, send
-  auto client = Messenger::create(make_tcp_stack(opts), {entity_type::client, -1}, opts);
+  auto client = Messenger::create(transport::make_tcp_stack(tcp), {entity_type::client, -1}, opts);
   client->set_policy(entity_type::osd, Policy::lossy_client());
   client->add_dispatcher_tail(&client_logic);
   client->start();

@@ -65,7 +65,8 @@ constexpr std::string_view kStack = "async+posix";
 #endif
 
 struct Hostile : ::testing::Test {
-  MessengerOptions opts = test_options(2);
+  MessengerOptions opts = test_options();
+  transport::TcpOptions stack_opts = test_stack_options(2);  // both stacks'
   std::shared_ptr<transport::Stack> sstack;
   std::unique_ptr<Messenger> server, client;
   RecordingDispatcher sd, cd;
@@ -84,11 +85,12 @@ struct Hostile : ::testing::Test {
   void SetUp() override {
     opts.ms_connection_ready_timeout = ready_timeout;
     opts.ms_dispatch_throttle_bytes = kThrottle;
-    opts.transport.common.send_queue_high_water = kHighWater;
-    opts.transport.common.send_queue_low_water = kHighWater / 4;
-    sstack = make_test_stack(opts);
+    // The marks are the stacks' own: the messengers' sessions ask their stack.
+    stack_opts.common.send_queue_high_water = kHighWater;
+    stack_opts.common.send_queue_low_water = kHighWater / 4;
+    sstack = make_test_stack(stack_opts);
     server = Messenger::create(sstack, {entity_type::osd, 0}, opts);
-    client = make_messenger({entity_type::client, 1}, opts);
+    client = make_messenger({entity_type::client, 1}, opts, stack_opts);
     // As an OSD does for clients (osd_client_message_cap): a budget for
     // messages received and not yet released by the application.
     Policy sp = Policy::stateful_server();

@@ -43,13 +43,14 @@ struct Client {
 
 struct Limits : ::testing::Test {
   MessengerOptions opts = test_options();
+  transport::TcpOptions stack_opts = test_stack_options();  // the server's stack
   RecordingDispatcher sd;
   std::unique_ptr<Messenger> server;
 
   // The server, dispatching to `d` (default: sd); bound, and started unless
   // `start` is false.
   void start_server(const Policy& p = Policy::stateless_server(), Dispatcher* d = nullptr, bool start = true) {
-    server = make_messenger({entity_type::osd, 0}, opts);
+    server = make_messenger({entity_type::osd, 0}, opts, stack_opts);
     server->set_policy(entity_type::client, p);
     server->add_dispatcher_tail(d != nullptr ? d : &sd);
     ASSERT_FALSE(server->bind(loopback_any_port()));
@@ -154,14 +155,14 @@ void oversize_closes_only_that_connection(Limits& t, MessageRef big, const std::
 }
 
 TEST_F(Limits, OversizedSegmentClosesTheConnection) {
-  opts.transport.common.frame_limits.max_segment = 64 * 1024;
+  stack_opts.common.frame_limits.max_segment = 64 * 1024;
   oversize_closes_only_that_connection(*this, message(kTypeSlow, 128 * 1024),
                                        "message segment over the limit (131072 bytes > ms_max_segment_size 65536)");
 }
 
 TEST_F(Limits, OversizedFrameClosesTheConnection) {
-  opts.transport.common.frame_limits.max_segment = 64 * 1024;
-  opts.transport.common.frame_limits.max_frame = 96 * 1024;
+  stack_opts.common.frame_limits.max_segment = 64 * 1024;
+  stack_opts.common.frame_limits.max_frame = 96 * 1024;
   // Each segment is within ms_max_segment_size, the sum is not.
   oversize_closes_only_that_connection(*this, message(kTypeSlow, 60 * 1024, 48 * 1024),
                                        "bytes > ms_max_frame_size 98304)");
@@ -241,7 +242,7 @@ struct Mute : transport::ConnectionHandler {
 TEST_F(Limits, HalfOpenHandshakeHitsTheServersReadyTimeout) {
   opts.ms_connection_ready_timeout = 300ms;
   start_server();
-  auto stack = make_test_stack(test_options());
+  auto stack = make_test_stack();
   stack->start();
   Mute mute;
   std::mutex mu;

@@ -76,8 +76,8 @@ int peer_server_main(int argc, char** argv) {
   const bool stateful = std::strcmp(argv[2], "stateful") == 0;
   const auto nonce = static_cast<std::uint32_t>(std::stoul(argv[3]));
   const int port = std::stoi(argv[4]);
-  MessengerOptions o = test_options(2);
-  auto stack = make_test_stack(o);
+  MessengerOptions o = test_options();
+  auto stack = make_test_stack(test_stack_options(2));
   EchoServer echo;
   auto server = Messenger::create(stack, {entity_type::osd, 0}, o, nonce);
   server->set_policy(entity_type::client, stateful ? Policy::stateful_server() : Policy::stateless_server());
@@ -247,13 +247,13 @@ class EchoClient : public RecordingDispatcher {
 };
 
 struct CrossProcess : ::testing::Test {
-  MessengerOptions opts = test_options(2);
+  MessengerOptions opts = test_options();
   EchoClient cd;
   std::shared_ptr<transport::Stack> stack;
   std::unique_ptr<Messenger> client;
 
   void start_client(const Policy& p) {
-    stack = make_test_stack(opts);
+    stack = make_test_stack(test_stack_options(2));
     client = Messenger::create(stack, {entity_type::client, 4100}, opts);
     client->set_policy(entity_type::osd, p);
     client->add_dispatcher_tail(&cd);

@@ -89,9 +89,9 @@ std::chrono::seconds churn_duration() {
   return std::chrono::seconds(s != nullptr ? std::max(1L, std::strtol(s, nullptr, 10)) : 30);
 }
 
-rdma::RdmaOptions stack_options(const MessengerOptions& o) {
+rdma::RdmaOptions stack_options(const transport::TransportOptions& common) {
   rdma::RdmaOptions r;
-  r.common = o.transport.common;
+  r.common = common;
   r.device_name = "soft0";
   r.buffer_size = 16 * 1024;
   r.credits = 8;
@@ -115,8 +115,8 @@ TEST(RdmaChurn, TwoHundredFiftySixConnectionsChurnWithoutLeaks) {
   }
   const std::size_t fds_before = open_fds();
   auto provider = rdma::soft::make_provider();
-  MessengerOptions o = test_options(2);
-  const rdma::RdmaOptions ro = stack_options(o);
+  MessengerOptions o = test_options();
+  const rdma::RdmaOptions ro = stack_options(test_stack_options(2).common);
   Echo echo;
   Counter counter;  // both outlive the messengers
   {

@@ -103,10 +103,11 @@ std::uint64_t scale_divisor() {
   return v == 0 ? 1 : v;
 }
 
-std::shared_ptr<rdma::RdmaStack> make_stack(rdma::Provider& provider, const MessengerOptions& o,
+std::shared_ptr<rdma::RdmaStack> make_stack(rdma::Provider& provider,
+                                            const transport::TransportOptions& common = test_stack_options(2).common,
                                             const std::function<void(rdma::RdmaOptions&)>& tune = {}) {
   rdma::RdmaOptions r;
-  r.common = o.transport.common;
+  r.common = common;
   r.device_name = "soft0";
   r.buffer_size = 16 * 1024;
   r.credits = 8;
@@ -134,13 +135,13 @@ TEST(RdmaLossless, Messages200kOf1BTo8MiBUnderInjectedFabricFaults) {
   };
   auto client_provider = rdma::soft::make_provider(plan(11));
   auto server_provider = rdma::soft::make_provider(plan(12));
-  MessengerOptions o = test_options(2);
+  MessengerOptions o = test_options();
   // Hundreds of faults: keep the log short.
   const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
   OrderVerifier v(differs);  // outlives the messengers
   {
-    auto server_stack = make_stack(*server_provider, o);
-    auto client_stack = make_stack(*client_provider, o);
+    auto server_stack = make_stack(*server_provider);
+    auto client_stack = make_stack(*client_provider);
     MessengerPair m;
     ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, o, Policy::stateful_server(),
                                          Policy::lossless_client(), v, count, make, std::chrono::seconds(120),
@@ -201,12 +202,12 @@ TEST(RdmaLossless, BitFlipsInSendHeadersAreCaughtAndReplayed) {
   };
   auto client_provider = rdma::soft::make_provider(plan(21));
   auto server_provider = rdma::soft::make_provider(plan(22));
-  MessengerOptions o = test_options(2);
+  MessengerOptions o = test_options();
   const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
   OrderVerifier v(differs);
   {
-    auto server_stack = make_stack(*server_provider, o);
-    auto client_stack = make_stack(*client_provider, o);
+    auto server_stack = make_stack(*server_provider);
+    auto client_stack = make_stack(*client_provider);
     MessengerPair m;
     ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, o, Policy::stateful_server(),
                                          Policy::lossless_client(), v, count, make, std::chrono::seconds(120),
@@ -263,8 +264,8 @@ TEST(RdmaLossless, StalledTransfersTimeOutAndTheSessionReplays) {
     r.ack_timeout = 31;
   };
   {
-    auto server_stack = make_stack(*server_provider, o, tune);
-    auto client_stack = make_stack(*client_provider, o, tune);
+    auto server_stack = make_stack(*server_provider, test_stack_options(2).common, tune);
+    auto client_stack = make_stack(*client_provider, test_stack_options(2).common, tune);
     MessengerPair m;
     ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, o, Policy::stateful_server(),
                                          Policy::lossless_client(), v, count, make, std::chrono::seconds(120),

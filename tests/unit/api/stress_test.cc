@@ -80,11 +80,12 @@ std::string differs(const Message& m) {
   return ok ? std::string() : "message " + std::to_string(i) + " differs";
 }
 
-void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, const Policy& sp,
+void run(std::uint64_t count, const transport::TcpOptions& stack_opts, bool check_bytes, const Policy& sp,
          const Policy& cp, bool report_faults, std::uint64_t* migrations = nullptr) {
   OrderVerifier v(check_bytes ? differs : OrderVerifier::Check());  // outlives the messengers
-  auto server_stack = make_tcp_stack(opts);
-  auto client_stack = make_tcp_stack(opts);
+  const MessengerOptions opts = test_options();
+  auto server_stack = transport::make_tcp_stack(stack_opts);
+  auto client_stack = transport::make_tcp_stack(stack_opts);
   MessengerPair m;
   ASSERT_NO_FATAL_FAILURE(send_one_way(m, server_stack, client_stack, opts, sp, cp, v, count, make,
                                        std::chrono::seconds(60), std::chrono::seconds(150)));
@@ -107,14 +108,14 @@ void run(std::uint64_t count, const MessengerOptions& opts, bool check_bytes, co
 }
 
 TEST(Stress, MixedSizes100kArriveIntactAndInOrder) {
-  MessengerOptions o = test_options(1);
+  transport::TcpOptions o = test_stack_options(1);
   run(volume(100000), o, /*check_bytes=*/true, Policy::stateful_server(), Policy::lossless_client(), false);
 }
 
 TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
-  MessengerOptions o = test_options(1);
-  o.transport.common.inject.socket_failures = fault_every(300);
-  o.transport.common.inject.seed = 42;
+  transport::TcpOptions o = test_stack_options(1);
+  o.common.inject.socket_failures = fault_every(300);
+  o.common.inject.seed = 42;
   const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   run(volume(200000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true);
 }
@@ -123,9 +124,9 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
 // on another worker than the one holding its session, so the session moves
 // to the new socket's worker (ConnectionImpl::adopt) on most reconnects.
 TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
-  MessengerOptions o = test_options(3);
-  o.transport.common.inject.socket_failures = fault_every(100);
-  o.transport.common.inject.seed = 99;
+  transport::TcpOptions o = test_stack_options(3);
+  o.common.inject.socket_failures = fault_every(100);
+  o.common.inject.seed = 99;
   const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   std::uint64_t migrations = 0;
   run(volume(50000), o, /*check_bytes=*/false, Policy::stateful_server(), Policy::lossless_client(), true,
@@ -139,13 +140,13 @@ TEST(Stress, LosslessAcrossWorkersUnderInjectedSocketFailures) {
 // (SESSION_RECONNECT rule 7, connection races), and both directions still
 // deliver every message exactly once and in order.
 TEST(Stress, LosslessPeersBothDirectionsUnderInjectedFailures) {
-  MessengerOptions o = test_options(1);
-  o.transport.common.inject.socket_failures = fault_every(50);
-  o.transport.common.inject.seed = 7;
+  transport::TcpOptions o = test_stack_options(1);
+  o.common.inject.socket_failures = fault_every(50);
+  o.common.inject.seed = 7;
   const QuietLogs quiet{log::Subsys::session, log::Subsys::transport};  // hundreds of faults: keep the log short
   OrderVerifier va, vb;  // outlive the messengers
-  auto a = make_messenger({entity_type::osd, 1}, o);
-  auto b = make_messenger({entity_type::osd, 2}, o);
+  auto a = make_messenger({entity_type::osd, 1}, test_options(), o);
+  auto b = make_messenger({entity_type::osd, 2}, test_options(), o);
   constexpr std::uint64_t kCount = volume(50000);
   va.target = vb.target = kCount;
   a->set_default_policy(Policy::lossless_peer());

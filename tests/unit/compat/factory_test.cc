@@ -23,10 +23,12 @@ TEST(Factory, TypedOptionsFollowTheConfig) {
       " ms initial backoff = 0.5\n ms async rdma buffer size = 64K\n ms async rdma dscp = 104\n"
       " ms async rdma credits = 12\n ms bind port min = 7000\n");
   const MessengerOptions m = messenger_options(c);
-  EXPECT_EQ(m.transport.common.async_op_threads, 2u);
+  EXPECT_EQ(transport_options(c).async_op_threads, 2u);
+  EXPECT_EQ(tcp_options(c).common.async_op_threads, 2u);
+  EXPECT_EQ(rdma_options(c).common.async_op_threads, 2u);
   EXPECT_EQ(m.ms_connection_ready_timeout, std::chrono::seconds(7));
   EXPECT_EQ(m.ms_initial_backoff, std::chrono::milliseconds(500));
-  EXPECT_EQ(m.transport.bind_port_min, 7000);
+  EXPECT_EQ(tcp_options(c).bind_port_min, 7000);
   const rdma::RdmaOptions r = rdma_options(c);
   EXPECT_EQ(r.buffer_size, 64u * 1024);
   EXPECT_EQ(r.dscp, 104) << "Ceph's meaning: the traffic-class byte";
@@ -64,7 +66,7 @@ TEST(Factory, LimitOptionsReachTheMessengerAndBothStacks) {
   EXPECT_EQ(m.ms_dispatch_throttle_bytes, 9u << 20);
   EXPECT_EQ(m.ms_connection_ready_timeout, std::chrono::seconds(4));
   EXPECT_EQ(m.ms_connection_idle_timeout, std::chrono::seconds(60));
-  for (const proto::FrameLimits& l : {m.transport.common.frame_limits, tcp_options(c).common.frame_limits,
+  for (const proto::FrameLimits& l : {transport_options(c).frame_limits, tcp_options(c).common.frame_limits,
                                       rdma_options(c).common.frame_limits}) {
     EXPECT_EQ(l.max_frame, 2u << 20);
     EXPECT_EQ(l.max_segment, 1u << 20);
@@ -91,7 +93,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
       " ms async rdma retry count = 3\n ms async rdma timeout = 18\n ms async rdma cm timeout = 750\n"
       " ms async rdma max connections = 77\n ms async rdma inline threshold = 0\n");
   const MessengerOptions m = messenger_options(c);
-  const transport::TcpOptions& t = m.transport;
+  const transport::TcpOptions t = tcp_options(c);
   EXPECT_FALSE(t.tcp_keepalive);
   EXPECT_EQ(t.tcp_read_chunk, 16u << 10);
   EXPECT_TRUE(t.bind_prefer_ipv4);
@@ -116,14 +118,16 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
 
   const MessengerOptions dm = messenger_options(load(""));
   const MessengerOptions code_m;
-  EXPECT_EQ(dm.transport.tcp_keepalive, code_m.transport.tcp_keepalive);
-  EXPECT_EQ(dm.transport.tcp_read_chunk, code_m.transport.tcp_read_chunk);
-  EXPECT_EQ(dm.transport.bind_prefer_ipv4, code_m.transport.bind_prefer_ipv4);
-  EXPECT_EQ(dm.transport.bind_before_connect, code_m.transport.bind_before_connect);
-  EXPECT_EQ(dm.transport.max_accept_failures, code_m.transport.max_accept_failures);
-  EXPECT_EQ(dm.transport.common.send_queue_high_water, code_m.transport.common.send_queue_high_water);
-  EXPECT_EQ(dm.transport.common.send_queue_low_water, code_m.transport.common.send_queue_low_water);
-  EXPECT_EQ(dm.transport.common.inject.seed, code_m.transport.common.inject.seed);
+  const transport::TcpOptions dt = tcp_options(load(""));
+  const transport::TcpOptions code_t;
+  EXPECT_EQ(dt.tcp_keepalive, code_t.tcp_keepalive);
+  EXPECT_EQ(dt.tcp_read_chunk, code_t.tcp_read_chunk);
+  EXPECT_EQ(dt.bind_prefer_ipv4, code_t.bind_prefer_ipv4);
+  EXPECT_EQ(dt.bind_before_connect, code_t.bind_before_connect);
+  EXPECT_EQ(dt.max_accept_failures, code_t.max_accept_failures);
+  EXPECT_EQ(dt.common.send_queue_high_water, code_t.common.send_queue_high_water);
+  EXPECT_EQ(dt.common.send_queue_low_water, code_t.common.send_queue_low_water);
+  EXPECT_EQ(dt.common.inject.seed, code_t.common.inject.seed);
   EXPECT_EQ(dm.ms_keepalive_interval, code_m.ms_keepalive_interval);
   EXPECT_EQ(dm.ms_msgr2_rev1, code_m.ms_msgr2_rev1);
   const rdma::RdmaOptions dr = rdma_options(load(""));
@@ -148,6 +152,25 @@ TEST(Factory, RdmaExtensionOptionsReachTheBuiltStack) {
   auto* rs = dynamic_cast<rdma::RdmaStack*>(stack.get());
   ASSERT_NE(rs, nullptr);
   EXPECT_EQ(rs->options().max_connections, 1u);
+}
+
+// The session's backpressure mark comes from the stack it runs on
+// (Stack::send_queue_marks), so each stack compat builds must report the
+// marks of the configuration, TCP and RDMA alike.
+TEST(Factory, EveryStackReportsTheConfiguredSendQueueMarks) {
+  const std::string marks = "ms send queue high water = 8M\nms send queue low water = 2M\nms async op threads = 1\n";
+  for (const std::string type : {"async+posix", "async+rdma"}) {
+    auto stack = create_stack(load("[global]\nms type = " + type + "\nms async rdma device name = soft0\n" + marks),
+                              Purpose::public_network);
+    ASSERT_TRUE(stack) << type;
+    EXPECT_EQ(stack->type(), type);
+    EXPECT_EQ(stack->send_queue_marks().high_water, 8u << 20) << type;
+    EXPECT_EQ(stack->send_queue_marks().low_water, 2u << 20) << type;
+  }
+  // The mon client's stack is TCP whatever ms_type says, with the same options.
+  auto tcp = create_tcp_stack(load("[global]\nms type = async+rdma\n" + marks));
+  EXPECT_EQ(tcp->type(), "async+posix");
+  EXPECT_EQ(tcp->send_queue_marks().high_water, 8u << 20);
 }
 
 TEST(Factory, MsTypeSelectsTheStack) {

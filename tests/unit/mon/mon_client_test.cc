@@ -12,11 +12,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <stdexcept>
 #include <thread>
 
 #include "msgr/mon/mon_client.h"
 #include "msgr/proto/control.h"
 #include "msgr/proto/frame.h"
+#include "msgr/transport/tcp_stack.h"
 
 namespace siphon::mon {
 namespace {
@@ -76,8 +78,15 @@ void drain(int fd, std::chrono::milliseconds for_how_long) {
 MonClientOptions options_for(std::uint16_t port) {
   MonClientOptions o;
   o.mon_addrs = *proto::parse_mon_host("v2:127.0.0.1:" + std::to_string(port));
-  o.messenger.transport.common.async_op_threads = 1;
   return o;
+}
+
+// The stack a MonClient runs on: the client takes it from its caller (in a
+// program, compat::create_tcp_stack).
+std::shared_ptr<transport::Stack> tcp_stack() {
+  transport::TcpOptions t;
+  t.common.async_op_threads = 1;
+  return transport::make_tcp_stack(t);
 }
 
 TEST(MonClientErrors, ACephxOnlyMonIsReportedAtOnce) {
@@ -96,7 +105,7 @@ TEST(MonClientErrors, ACephxOnlyMonIsReportedAtOnce) {
     write_all(fd, proto::encode_frame(bad.frame(), proto::FrameRev::rev1));
     drain(fd, 2000ms);
   });
-  MonClient mc(options_for(server.port()));
+  MonClient mc(tcp_stack(), options_for(server.port()));
   const auto t0 = std::chrono::steady_clock::now();
   const MonError e = mc.connect(20s);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "a permanent error waited for the timeout";
@@ -115,7 +124,7 @@ TEST(MonClientErrors, AMsgr1PeerIsReportedAtOnce) {
     write_all(fd, BufferList::copy_of(std::string("ceph v027") + std::string(136, '\0')));
     drain(fd, 2000ms);
   });
-  MonClient mc(options_for(server.port()));
+  MonClient mc(tcp_stack(), options_for(server.port()));
   const MonError e = mc.connect(20s);
   ASSERT_TRUE(e);
   EXPECT_EQ(e.kind, MonError::Kind::msgr1_only) << e.message;
@@ -125,7 +134,7 @@ TEST(MonClientErrors, AMsgr1PeerIsReportedAtOnce) {
 TEST(MonClientErrors, RefusedAndSilentPeersTimeOutWithTheReason) {
   std::uint16_t port;
   { FakeServer s([](int) {}); port = s.port(); }  // now closed: refused
-  MonClient refused(options_for(port));
+  MonClient refused(tcp_stack(), options_for(port));
   MonError e = refused.connect(1s);
   ASSERT_TRUE(e);
   EXPECT_EQ(e.kind, MonError::Kind::refused) << e.message;
@@ -133,7 +142,7 @@ TEST(MonClientErrors, RefusedAndSilentPeersTimeOutWithTheReason) {
 
   // A peer that accepts and never speaks: the connect timeout ends it.
   FakeServer silent([](int fd) { drain(fd, 3000ms); });
-  MonClient mc(options_for(silent.port()));
+  MonClient mc(tcp_stack(), options_for(silent.port()));
   const auto t0 = std::chrono::steady_clock::now();
   e = mc.connect(1s);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
@@ -144,14 +153,18 @@ TEST(MonClientErrors, RefusedAndSilentPeersTimeOutWithTheReason) {
 TEST(MonClientErrors, AddressesThatCannotWork) {
   MonClientOptions v1;
   v1.mon_addrs = *proto::parse_mon_host("v1:127.0.0.1:6789, 10.1.2.3:6789");
-  MonClient a(v1);
+  MonClient a(tcp_stack(), v1);
   MonError e = a.connect(10s);
   EXPECT_EQ(e.kind, MonError::Kind::no_msgr2_addr) << e.message;
   EXPECT_NE(e.message.find("msgr1 (v1) only"), std::string::npos) << e.message;
-  MonClient b(MonClientOptions{});
+  MonClient b(tcp_stack(), MonClientOptions{});
   e = b.connect(10s);
   EXPECT_TRUE(e);
   EXPECT_NE(e.message.find("no monitor address"), std::string::npos) << e.message;
+}
+
+TEST(MonClientErrors, AStackIsRequired) {
+  EXPECT_THROW(MonClient(nullptr, options_for(3300)), std::invalid_argument);
 }
 
 }  // namespace
@@ -167,8 +180,7 @@ namespace {
 struct FakeMon : Dispatcher {
   explicit FakeMon(bool break_monmap) : broken_left(break_monmap ? 1 : 0) {
     MessengerOptions o;
-    o.transport.common.async_op_threads = 1;
-    msgr = Messenger::create(make_tcp_stack(o), {entity_type::mon, 0}, o, 0);
+    msgr = Messenger::create(tcp_stack(), {entity_type::mon, 0}, o, 0);
     msgr->set_policy(entity_type::client, Policy::stateless_server());
     auto reg = std::make_shared<MessageRegistry>();
     register_mon_messages(*reg);
@@ -215,8 +227,7 @@ TEST(MonClientFakeMon, UnknownMessagesAreDroppedAndBadOnesOnlyFaultTheSession) {
   FakeMon fake(/*break_monmap=*/true);
   MonClientOptions o;
   o.mon_addrs = {fake.msgr->get_myaddrs()};
-  o.messenger.transport.common.async_op_threads = 1;
-  MonClient mc(o);
+  MonClient mc(tcp_stack(), o);
   // The first session dies on the malformed MonMap (the messenger faults
   // that connection); the client reconnects and the second one works.
   const MonError e = mc.connect(20s);
