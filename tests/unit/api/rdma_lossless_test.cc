@@ -255,7 +255,7 @@ TEST(RdmaLossless, StalledTransfersTimeOutAndTheSessionReplays) {
   held.faults.delay_us = 300'000;
   auto client_provider = rdma::soft::make_provider();
   auto server_provider = rdma::soft::make_provider(held);
-  MessengerOptions o = test_options(2);
+  MessengerOptions o = test_options();
   const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
   OrderVerifier v(differs);
   const auto tune = [](rdma::RdmaOptions& r) {
