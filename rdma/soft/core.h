@@ -216,6 +216,10 @@ class MrTable {
   std::mutex mu;
 
  private:
+  // `mu` held: a slot for a new entry and its key (slot + 1, then the
+  // generation); 0 and resource_exhausted when the table is full.
+  std::uint32_t claim_locked(std::uint32_t& slot, std::error_code& ec);
+
   std::uint32_t limit_;
   std::vector<MrEntry> slots_;
   std::vector<std::uint32_t> free_;

@@ -263,10 +263,7 @@ void Engine::run() {
 
 // ------------------------------------------------------------- MrTable
 
-std::uint32_t MrTable::add(std::uint64_t addr, std::uint64_t len, std::uint32_t access,
-                           std::uint32_t pd, std::error_code& ec) {
-  std::lock_guard lk(mu);
-  std::uint32_t slot;
+std::uint32_t MrTable::claim_locked(std::uint32_t& slot, std::error_code& ec) {
   if (!free_.empty()) {
     slot = free_.back();
     free_.pop_back();
@@ -279,9 +276,17 @@ std::uint32_t MrTable::add(std::uint64_t addr, std::uint64_t len, std::uint32_t 
     slots_.emplace_back();
   }
   ++gen_;
-  const std::uint32_t key = ((slot + 1) << 8) | gen_;
-  slots_[slot] = MrEntry{addr, len, access, pd, key, true};
   ec.clear();
+  return ((slot + 1) << 8) | gen_;
+}
+
+std::uint32_t MrTable::add(std::uint64_t addr, std::uint64_t len, std::uint32_t access,
+                           std::uint32_t pd, std::error_code& ec) {
+  std::lock_guard lk(mu);
+  std::uint32_t slot = 0;
+  const std::uint32_t key = claim_locked(slot, ec);
+  if (key == 0) return 0;
+  slots_[slot] = MrEntry{addr, len, access, pd, key, true};
   return key;
 }
 
@@ -295,26 +300,14 @@ void MrTable::remove(std::uint32_t key) noexcept {
 
 std::uint32_t MrTable::add_mw(std::uint32_t pd, std::error_code& ec) {
   std::lock_guard lk(mu);
-  std::uint32_t slot;
-  if (!free_.empty()) {
-    slot = free_.back();
-    free_.pop_back();
-  } else {
-    if (slots_.size() >= limit_ || slots_.size() >= (1u << 23)) {
-      ec = errc::resource_exhausted;
-      return 0;
-    }
-    slot = static_cast<std::uint32_t>(slots_.size());
-    slots_.emplace_back();
-  }
-  ++gen_;
-  const std::uint32_t key = ((slot + 1) << 8) | gen_;
+  std::uint32_t slot = 0;
+  const std::uint32_t key = claim_locked(slot, ec);
+  if (key == 0) return 0;
   slots_[slot] = MrEntry{};
   slots_[slot].pd = pd;
   slots_[slot].key = key;
   slots_[slot].live = true;
   slots_[slot].mw = true;
-  ec.clear();
   return key;
 }
 
