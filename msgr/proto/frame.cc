@@ -147,6 +147,16 @@ std::size_t encoded_length(const Frame& frame, FrameRev rev) noexcept {
   return kPreambleSize + static_cast<std::size_t>(body_length(lens.data(), n, rev));
 }
 
+std::size_t segment_offset(const Frame& frame, FrameRev rev, std::size_t index) noexcept {
+  std::size_t at = kPreambleSize;
+  for (std::size_t i = 0; i < index && i < kMaxSegments; ++i) {
+    const std::size_t len = frame.segments[i].length();
+    at += len;
+    if (i == 0 && rev == FrameRev::rev1 && len != 0) at += kInlineCrcSize;
+  }
+  return at;
+}
+
 BufferList encode_frame(const Frame& frame, FrameRev rev) {
   const std::size_t n = frame.num_segments();
   // Preamble, inline crc and epilogue share one small heap block; the

@@ -81,6 +81,10 @@ struct FrameLimits {
 BufferList encode_frame(const Frame& frame, FrameRev rev);
 // Exact wire length of `frame` in `rev` (msgr2-wire.md §4.5).
 std::size_t encoded_length(const Frame& frame, FrameRev rev) noexcept;
+// Where segment `index` (0..3) of `frame` starts in encode_frame()'s bytes:
+// after the preamble, the segments before it and, in rev1, segment 0's
+// inline crc. The RDMA stack cuts a MESSAGE's data segment out there.
+std::size_t segment_offset(const Frame& frame, FrameRev rev, std::size_t index) noexcept;
 
 // The connection banner (§3): "ceph v2\n", u16 length, u64 supported, u64 required.
 struct Banner {

@@ -212,10 +212,7 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   bool queued = false;
   if (frame.tag == proto::Tag::message && zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) &&
       data_len <= peer_info_.max_read) {
-    const std::size_t l0 = frame.segments[0].length();
-    const std::size_t off = proto::kPreambleSize +
-                            (rev_ == proto::FrameRev::rev1 ? (l0 ? l0 + 4 : 0) : l0) +
-                            frame.segments[1].length() + frame.segments[2].length();
+    const std::size_t off = proto::segment_offset(frame, rev_, 3);
     queued = !queue_bulk(frame, std::move(wire), off);
     if (!queued) wire = proto::encode_frame(frame, rev_);
   }

@@ -141,6 +141,34 @@ TEST(Frame, NumSegmentsDropsOnlyTrailingEmptySegments) {
 // ---------------------------------------------------------------------------
 // Golden bytes: encoding
 
+// segment_offset() points at each segment's bytes in encode_frame()'s
+// output, in both revisions, with segment 0 empty or not (rev1 puts segment
+// 0's crc right after it) and with empty segments in between.
+TEST(Frame, SegmentOffsetPointsAtEachSegmentsBytes) {
+  const char* const fronts[] = {"", "front-bytes"};
+  const char* const middles[] = {"", "m"};
+  for (const FrameRev rev : kRevs)
+    for (const char* front : fronts)
+      for (const char* middle : middles) {
+        Frame f;
+        f.tag = Tag::message;
+        if (*front != 0) f.segments[0] = BufferList::copy_of(front);
+        if (*middle != 0) f.segments[1] = BufferList::copy_of(middle);
+        f.segments[2] = BufferList::copy_of("footer");
+        f.segments[3] = BufferList::copy_of("the data segment");
+        const std::string wire = encode_frame(f, rev).to_string();
+        for (std::size_t i = 0; i < kMaxSegments; ++i) {
+          const std::string seg = f.segments[i].to_string();
+          const std::size_t at = segment_offset(f, rev, i);
+          ASSERT_LE(at + seg.size(), wire.size());
+          EXPECT_EQ(wire.substr(at, seg.size()), seg)
+              << "rev" << (rev == FrameRev::rev1 ? 1 : 0) << " front '" << front << "' middle '" << middle
+              << "' segment " << i;
+        }
+        EXPECT_EQ(segment_offset(f, rev, 0), kPreambleSize);
+      }
+}
+
 TEST(FrameGolden, HelloRev1) { EXPECT_EQ(bytes_of(encode_frame(hello_frame(), FrameRev::rev1)), kHelloRev1); }
 TEST(FrameGolden, HelloRev0) { EXPECT_EQ(bytes_of(encode_frame(hello_frame(), FrameRev::rev0)), kHelloRev0); }
 TEST(FrameGolden, WaitRev1) { EXPECT_EQ(bytes_of(encode_frame(wait_frame(), FrameRev::rev1)), kWaitRev1); }
