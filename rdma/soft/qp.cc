@@ -304,7 +304,7 @@ void QpCore::complete_send(std::uint64_t idx, WcStatus st) {
     if (!scq || !scq->push(wc, false)) cq_overrun_ = true;
   }
   if (idx + 1 > done_) done_ = idx + 1;
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: send {} complete, status {}", qpn, idx, static_cast<int>(st));
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: send {} complete, status {}", qpn, idx, static_cast<int>(st));
 }
 
 void QpCore::recv_complete(RecvWork& w, WcStatus st, WcOpcode op, std::uint32_t len, bool imm,

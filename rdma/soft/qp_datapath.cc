@@ -226,7 +226,7 @@ void QpCore::open_link() {
 
 void QpCore::rewind_to(std::uint64_t idx) {
   if (idx >= tx_next_) return;
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: rewind to {} (done {}, next {})", qpn, idx, done_, tx_next_);
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: rewind to {} (done {}, next {})", qpn, idx, done_, tx_next_);
   Counters::bump(dev.fabric.counters.retransmits, tx_next_ - idx);
   tx_next_ = idx;
   reads_out_ = 0;
@@ -238,7 +238,7 @@ void QpCore::rewind_to(std::uint64_t idx) {
 
 void QpCore::on_link_lost(Link& link) {
   if (&link != req_link_) return;
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: link lost, errno {} (done {}, next {})", qpn, link.error, done_,
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: link lost, errno {} (done {}, next {})", qpn, link.error, done_,
              tx_next_);
   req_link_ = nullptr;
   if (state() != QpState::rts && state() != QpState::sqd) return;
@@ -258,7 +258,7 @@ void QpCore::on_timer(TimePoint now) {
   Engine& e = *dev.fabric.engine;
   if (hold_until_ != TimePoint{}) {
     if (now >= hold_until_) {
-      SIPHON_LOG(rdma, 20, "soft: QP {:#x}: hold over (done {}, next {}, rewind {})", qpn, done_,
+      SIPHON_TRACE(rdma, "soft: QP {:#x}: hold over (done {}, next {}, rewind {})", qpn, done_,
                  tx_next_, rewind_pending_);
       hold_until_ = TimePoint{};
       if (req_link_ != nullptr) e.want_tx(req_link_);
@@ -276,7 +276,7 @@ void QpCore::on_timer(TimePoint now) {
     return;
   }
   Counters::bump(dev.fabric.counters.retry_timeouts);
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: ACK timeout (done {}, next {}, retries left {})", qpn, done_,
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: ACK timeout (done {}, next {}, retries left {})", qpn, done_,
              tx_next_, retry_left_);
   if (attr.timeout != 0) {
     if (retry_left_ == 0) {
@@ -439,7 +439,7 @@ void QpCore::fill_requests(Link& link) {
       link.start(h, src);
     }
     Counters::bump(dev.fabric.counters.messages_sent);
-    SIPHON_LOG(rdma, 20, "soft: QP {:#x}: request {} psn {:#x} out", qpn, tx_next_, h.psn.value());
+    SIPHON_TRACE(rdma, "soft: QP {:#x}: request {} psn {:#x} out", qpn, tx_next_, h.psn.value());
     ++tx_next_;
   }
   // A WR that failed before transmission completes in order, once every
@@ -467,14 +467,14 @@ void QpCore::retire_acked() {
 
 void QpCore::on_response(Link& link, const wire::Header& h) {
   if (&link != req_link_ || state() == QpState::err) {
-    SIPHON_LOG(rdma, 20, "soft: QP {:#x}: response psn {:#x} on an old link or in ERR: ignored", qpn,
+    SIPHON_TRACE(rdma, "soft: QP {:#x}: response psn {:#x} on an old link or in ERR: ignored", qpn,
                h.psn.value());
     return;
   }
   bool ok = false;
   const std::uint64_t idx = psn_to_index(h.psn.value(), &ok);
   const auto type = static_cast<wire::Type>(h.type);
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: {} code {} psn {:#x} (index {}, done {}, next {}){}", qpn,
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: {} code {} psn {:#x} (index {}, done {}, next {}){}", qpn,
              type == wire::Type::ack ? "ACK" : "NAK", h.code, h.psn.value(), idx, done_, tx_next_,
              ok ? "" : ", outside the window: ignored");
   if (type == wire::Type::ack) {
@@ -661,7 +661,7 @@ void QpCore::on_request_done(Link&, const wire::Header& h, bool failed) {
   const auto type = static_cast<wire::Type>(h.type);
   static constexpr const char* kVerdict[] = {"execute", "drop", "duplicate", "not ready",
                                              "RNR NAK", "too long", "access error"};
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: request psn {:#x} in: {} (expected {:#x})", qpn, psn,
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: request psn {:#x} in: {} (expected {:#x})", qpn, psn,
              kVerdict[static_cast<int>(cur_)], expected_psn_);
   switch (cur_) {
     case Cur::drop:
@@ -788,7 +788,7 @@ void QpCore::send_owed_responses() {
   // has sent that ACK by then, so the responses owed for executed requests
   // go out first, as far as the socket takes them without blocking.
   if (resp_link_ == nullptr || resp_link_->state != Link::State::open) return;
-  SIPHON_LOG(rdma, 20, "soft: QP {:#x}: sending {} owed responses before closing", qpn, resp_count_);
+  SIPHON_TRACE(rdma, "soft: QP {:#x}: sending {} owed responses before closing", qpn, resp_count_);
   resp_link_->flush();
 }
 
