@@ -63,8 +63,9 @@ struct Side {
         gid_index = static_cast<std::uint8_t>(g.index);
       }
   }
-  // To RTS towards `dest` at `dgid`: a short ACK timeout and few retries, so
-  // a dead peer is reported within a second or two.
+  // To RTS towards `dest` at `dgid`. The ACK timeout (~67 ms, 7 retries)
+  // leaves room for a slow sanitizer build and still reports a dead peer
+  // within about a second.
   bool connect(std::uint32_t dest, const Gid& dgid) {
     QpAttr at;
     at.state = QpState::init;
@@ -80,9 +81,9 @@ struct Side {
                            kAttrMinRnrTimer))
       return false;
     at.state = QpState::rts;
-    at.timeout = 10;  // ~4 ms
-    at.retry_cnt = 2;
-    at.rnr_retry = 2;
+    at.timeout = 14;
+    at.retry_cnt = 7;
+    at.rnr_retry = 7;
     at.max_rd_atomic = 16;
     return !qp->modify(at, kAttrState | kAttrSqPsn | kAttrTimeout | kAttrRetryCnt | kAttrRnrRetry |
                                kAttrMaxRdAtomic);
