@@ -8,6 +8,9 @@
 #      configuration; the GID the RDMA stack logs for its rdma_cm
 #      connections ("verbs: rdma_cm connections use rxe0 port 1 GID[N] ...")
 #      must be the one the doctor named.
+#   3. siphon-doctor --peer to that siphon-bench server over verbs: round
+#      trips and a bulk transfer with zero errors, zero error completions,
+#      and the path the stack applied (the same GID).
 #
 # usage: doctor.sh SIPHON_DOCTOR SIPHON_BENCH
 set -euo pipefail
@@ -64,7 +67,7 @@ case "$picked" in *"::ffff:$ADDR RoCE v2") ;; *) fail "the doctor picked '$picke
 log "the doctor says: $picked"
 
 # 2. What the stack really uses when it connects.
-(cd "$work" && exec "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6810" --once --duration 120) \
+(cd "$work" && exec "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6810" --duration 240) \
   >"$out/doctor-server.out" 2>"$out/doctor-server.err" &
 server_pid=$!
 for i in $(seq 1 600); do
@@ -76,8 +79,6 @@ done
 "$bench" -c "$work/rdma.conf" client --target "$ADDR:6810" --count 20 --size-dist 4K:100 --quiet \
     --connect-timeout 60 --drain-timeout 60 >"$out/doctor-client.out" 2>"$out/doctor-client.err" ||
   fail "the client exited with status $?"
-wait "$server_pid" || fail "the server exited with status $?"
-server_pid=
 for side in client server; do
   used=$(grep -Eo "rdma_cm connections use $DEV port 1 GID\[[0-9]+\] [^ ]+ RoCE v2" "$out/doctor-$side.err" |
          head -n1 || true)
@@ -87,4 +88,19 @@ for side in client server; do
   [ "$used" = "$picked" ] || fail "the $side's stack used '$used', the doctor said '$picked'"
   log "the $side's stack used: $used (the same)"
 done
+
+# 3. The active check against the same server.
+status=0
+prlimit --memlock=unlimited:unlimited -- "$doctor" -c "$work/rdma.conf" -v --peer "$ADDR:6810" --round-trips 50 \
+    --connect-timeout 60 >"$out/doctor-peer.txt" 2>&1 || status=$?
+grep -A4 -E "^[A-Z']+ +peer" "$out/doctor-peer.txt" || true
+[ "$status" -eq 0 ] || fail "siphon-doctor --peer exited with $status (expected 0)"
+grep -Eq "^OK +peer +50 round trips to $ADDR:6810 over async\+rdma: RTT p50 .*; 0 errors, 0 faults, 0 RNR events, 0 error completions" \
+  "$out/doctor-peer.txt" || fail "--peer did not report 50 round trips with zero errors"
+grep -qF "path used: ${picked/ GID/ port 1 GID}" "$out/doctor-peer.txt" ||
+  fail "--peer did not report the path used with ${picked}"
+kill -INT "$server_pid" 2>/dev/null || true
+wait "$server_pid" || true
+server_pid=
+log "--peer: 50 round trips and a bulk transfer over verbs, zero errors, path ${picked}"
 log "passed"

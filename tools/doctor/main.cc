@@ -19,6 +19,7 @@
 #include "msgr/base/log.h"
 #include "tools/doctor/checks.h"
 #include "tools/doctor/facts.h"
+#include "tools/doctor/peer.h"
 #include "tools/doctor/report.h"
 
 namespace {
@@ -36,6 +37,12 @@ FLAGS
   --sysfs-root DIR        read device facts from DIR instead of /sys
   --proc-root DIR         read process and module facts from DIR instead of /proc
   --dev-root DIR          look for DIR/infiniband instead of /dev/infiniband
+  --peer IP:PORT          also connect over the configured stack to a siphon-doctor
+                          --listen (or siphon-bench server) there: round trips and
+                          a bulk transfer, RTT percentiles, errors, the path used
+  --round-trips N         round trips for --peer (default 200)
+  --connect-timeout SEC   how long --peer waits for the connection (default 30)
+  --listen IP:PORT        serve --peer runs of other hosts until interrupted
   -h, --help              this text
 
 CONFIG FLAGS (as a daemon reads them)
@@ -101,6 +108,8 @@ std::string pause_counters(const std::string& netdev) {
 int run(const std::vector<std::string>& args) {
   doctor::Roots roots;
   bool json = false, verbose = false, host_roots = true;
+  doctor::PeerOptions peer;
+  std::string listen;
   std::vector<std::string> config_args;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
@@ -119,6 +128,30 @@ int run(const std::vector<std::string>& args) {
     } else if (a == "-h" || a == "--help") {
       std::fputs(kUsage.data(), stdout);
       return 0;
+    } else if (a == "--peer") {
+      if (!value(peer.address)) return 3;
+    } else if (a == "--listen") {
+      if (!value(listen)) return 3;
+    } else if (a == "--round-trips") {
+      std::string v;
+      if (!value(v)) return 3;
+      char* end = nullptr;
+      const unsigned long n = std::strtoul(v.c_str(), &end, 10);
+      if (end == v.c_str() || *end != '\0' || n == 0 || n > 1000000) {
+        std::fprintf(stderr, "siphon-doctor: --round-trips takes 1-1000000, not '%s'\n", v.c_str());
+        return 3;
+      }
+      peer.round_trips = static_cast<unsigned>(n);
+    } else if (a == "--connect-timeout") {
+      std::string v;
+      if (!value(v)) return 3;
+      char* end = nullptr;
+      const double t = std::strtod(v.c_str(), &end);
+      if (end == v.c_str() || *end != '\0' || !(t > 0 && t <= 3600)) {
+        std::fprintf(stderr, "siphon-doctor: --connect-timeout takes seconds in (0, 3600], not '%s'\n", v.c_str());
+        return 3;
+      }
+      peer.connect_timeout = t;
     } else if (a == "--sysfs-root" || a == "--proc-root" || a == "--dev-root") {
       std::string v;
       if (!value(v)) return 3;
@@ -139,6 +172,14 @@ int run(const std::vector<std::string>& args) {
   // The same load as siphon-conf --check: every section is validated.
   req.check_all_sections = true;
   const compat::Config cfg = compat::Config::load(req, diags);
+
+  if (!listen.empty()) {
+    if (diags.has_errors()) {
+      std::fprintf(stderr, "siphon-doctor: the configuration has errors:\n%s", diags.to_string(compat::Severity::error).c_str());
+      return 2;
+    }
+    return doctor::run_listen(cfg, listen);
+  }
 
   doctor::Settings settings;
   for (const auto& d : diags.all()) {
@@ -169,7 +210,9 @@ int run(const std::vector<std::string>& args) {
   if (::getrlimit(RLIMIT_MEMLOCK, &rl) != 0) limits.memlock_known = false;
   else if (rl.rlim_cur != RLIM_INFINITY) limits.memlock = rl.rlim_cur;
 
-  const std::vector<doctor::Check> checks = doctor::run_checks(facts, settings, limits);
+  std::vector<doctor::Check> checks = doctor::run_checks(facts, settings, limits);
+  if (!peer.address.empty())
+    for (auto& c : doctor::run_peer(cfg, peer)) checks.push_back(std::move(c));
   const std::string out = json ? doctor::render_json(checks) : doctor::render_text(checks, verbose);
   std::fputs(out.c_str(), stdout);
   return doctor::exit_status(checks);

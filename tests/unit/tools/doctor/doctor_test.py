@@ -133,6 +133,13 @@ def run(tree, conf_text, extra=(), prlimit=None):
     return p
 
 
+def free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def conf(addr, more=""):
     return f"[global]\nms_type = async+rdma\npublic_addr = {addr}\n{SMALL_POOLS}{more}"
 
@@ -278,6 +285,32 @@ def case(name):
             p = subprocess.run([DOCTOR, "-c", c], capture_output=True, text=True, timeout=60)
             print(p.stdout, p.stderr)
             expect(p, 0, "device", r"no RDMA device: async\+rdma will run on the software fabric")
+        elif name == "peer":
+            # --listen and --peer over async+rdma on this host (the software
+            # fabric without RDMA hardware): round trips with zero errors.
+            c = os.path.join(root, "ceph.conf")
+            with open(c, "w") as f:
+                f.write("[global]\nms_type = async+rdma\n")
+            port = free_port()
+            listener = subprocess.Popen([DOCTOR, "-c", c, "--listen", f"127.0.0.1:{port}"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            try:
+                line = listener.stderr.readline()
+                assert "listening on" in line, line
+                p = subprocess.run([DOCTOR, "-c", c, "--peer", f"127.0.0.1:{port}", "--round-trips", "50"],
+                                   capture_output=True, text=True, timeout=120)
+                print(p.stdout, p.stderr)
+                expect(p, 0, "peer", r"^50 round trips to 127\.0\.0\.1:\d+ over async\+rdma: RTT p50 [\d.]+ us.*"
+                       r"bulk 32 x 1 MiB echoed.*; 0 errors, 0 faults, 0 RNR events, 0 error completions")
+            finally:
+                listener.send_signal(2)  # SIGINT: the listener stops
+                assert listener.wait(timeout=30) == 0, "the listener did not stop cleanly on SIGINT"
+            # Nobody listening: an error naming the fix.
+            p = subprocess.run([DOCTOR, "-c", c, "--peer", f"127.0.0.1:{port}", "--connect-timeout", "3"],
+                               capture_output=True, text=True, timeout=60)
+            print(p.stdout, p.stderr)
+            expect(p, 2, "peer", r"no round trip to 127\.0\.0\.1:\d+ over async\+rdma",
+                   r"start siphon-doctor --listen")
         else:
             raise SystemExit(f"unknown case {name}")
 
