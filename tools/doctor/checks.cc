@@ -333,11 +333,17 @@ void check_numa(const Facts& f, const DeviceInfo& d, std::vector<Check>& out) {
   std::size_t near = 0;
   for (unsigned cpu : f.host.cpus_allowed)
     if (std::find(it->second.begin(), it->second.end(), cpu) != it->second.end()) ++near;
-  Check c = make("numa", near > 0 ? Status::ok : Status::warning,
+  // The memory policy: may this process allocate on the NIC's node?
+  const std::vector<unsigned> mems = parse_cpu_list(f.host.mems_allowed);
+  const bool mem_near =
+      mems.empty() || std::find(mems.begin(), mems.end(), static_cast<unsigned>(*d.numa_node)) != mems.end();
+  Check c = make("numa", near > 0 && mem_near ? Status::ok : Status::warning,
                  fmt::format("{} is on NUMA node {}; {} of the {} CPUs this process may use are on that node", d.name,
                              *d.numa_node, near, f.host.cpus_allowed.size()));
   if (!f.host.mems_allowed.empty()) c.evidence.push_back(fmt::format("Mems_allowed_list {}", f.host.mems_allowed));
-  if (near == 0)
+  if (!mem_near) c.summary += fmt::format("; its memory may not come from node {} (Mems_allowed_list {})",
+                                          *d.numa_node, f.host.mems_allowed);
+  if (near == 0 || !mem_near)
     c.fix = fmt::format("run the daemon on node {}'s CPUs (numactl --cpunodebind={} --membind={}, or systemd "
                         "CPUAffinity/NUMAPolicy) so completions and buffers stay next to the NIC",
                         *d.numa_node, *d.numa_node, *d.numa_node);
