@@ -4,6 +4,7 @@
 // trees is doctor_test.py.
 #include <gtest/gtest.h>
 
+#include "rdma/transport/buffer_pool.h"
 #include "rdma/transport/pinned.h"
 #include "rdma/verbs/verbs_provider.h"
 #include "tools/doctor/checks.h"
@@ -66,6 +67,44 @@ TEST(DoctorMemlock, SlabsAreRoundedLikeThePools) {
   EXPECT_EQ(memlock_need(o), 2u * (2u << 20));
   // A buffer size that is not a multiple of 64 is rounded up, as BufferPool does.
   EXPECT_EQ(rdma::pool_bytes(4097, 1, 1, false), 8192u);
+}
+
+// The formula is what a pool registers: pools built with pool_geometry(),
+// as RdmaStack builds them, filled to their caps.
+class CountingRegistrar final : public rdma::Registrar {
+ public:
+  std::error_code register_region(void*, std::size_t, RegionKeys& keys) override {
+    keys.lkey = keys.rkey = ++next_;
+    return {};
+  }
+  void deregister_region(const RegionKeys&) noexcept override {}
+
+ private:
+  std::uint32_t next_ = 0;
+};
+
+std::size_t fill(rdma::BufferPool& pool) {
+  std::vector<rdma::PoolBuffer*> held;
+  while (rdma::PoolBuffer* b = pool.get()) held.push_back(b);
+  for (auto* b : held) pool.put(b);
+  return pool.registered_bytes();
+}
+
+TEST(DoctorMemlock, TheFormulaIsWhatFullPoolsRegister) {
+  for (const std::size_t buffer : {std::size_t{4096}, std::size_t{5000}, std::size_t{131072}}) {
+    rdma::RdmaOptions o;
+    o.buffer_size = buffer;
+    o.send_buffers = 70;
+    o.receive_buffers = 100;  // 5 receive sets of 18 and a rest of 10
+    o.credits = 16;
+    const rdma::PoolGeometry g = rdma::pool_geometry(o);
+    const rdma::PinnedMemory p = rdma::pinned_memory(o);
+    CountingRegistrar reg;
+    rdma::BufferPool send({"send", o.buffer_size, o.send_buffers, g.send_per_slab, 16, false}, reg);
+    rdma::BufferPool recv({"recv", o.buffer_size, o.receive_buffers, g.recv_per_slab, 16, false}, reg);
+    EXPECT_EQ(fill(send), p.send_pool) << "buffer_size " << buffer;
+    EXPECT_EQ(fill(recv), p.receive_pool) << "buffer_size " << buffer;
+  }
 }
 
 TEST(DoctorSelection, TheProvidersDeviceChoice) {

@@ -252,6 +252,13 @@ def case(name):
             write(f"{t.sys}/devices/system/node/node1/cpulist", "2-3")
             p = run(t, conf("10.0.0.11"))
             expect(p, 1, "numa", r"NUMA node 1; 0 of the 2 CPUs", r"numactl --cpunodebind=1")
+        elif name == "numa_membind":
+            # The CPUs are on the NIC's node, the memory policy is not.
+            connectx(t)
+            write(f"{t.proc}/self/status", "Name:\tsiphon-doctor\nCpus_allowed_list:\t0-1\nMems_allowed_list:\t1")
+            p = run(t, conf("10.0.0.11"))
+            expect(p, 1, "numa", r"NUMA node 0; 2 of the 2 CPUs.*memory may not come from node 0",
+                   r"--membind=0")
         elif name == "sriov_vf":
             connectx(t)
             d = f"{t.sys}/class/infiniband/mlx5_0/device"
