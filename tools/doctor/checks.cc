@@ -155,9 +155,14 @@ std::optional<rdma::verbs::VerbsPath> check_gid(const Facts& f, const Settings& 
                                                 std::vector<Check>& out) {
   const PortInfo& p = *ch.port;
   const std::string local_netdev = netdev_of_local(p, s.local);
+  // A port that is not ACTIVE is the port check's error; here, the GID the
+  // stack would use once it is.
+  const bool port_up = p.facts.attr.state == rdma::PortState::active;
+  rdma::verbs::PortFacts facts = p.facts;
+  if (!port_up) facts.attr.state = rdma::PortState::active;
   rdma::verbs::VerbsPath path;
   std::string why;
-  const auto ec = rdma::verbs::path_from_facts(p.facts, s.local, local_netdev, s.path, path, why);
+  const auto ec = rdma::verbs::path_from_facts(facts, s.local, local_netdev, s.path, path, why);
   std::vector<std::string> table;
   for (const auto& g : p.facts.gids) table.push_back(gid_line(g, f));
   if (table.empty()) table.push_back("the GID table is empty");
@@ -175,8 +180,9 @@ std::optional<rdma::verbs::VerbsPath> check_gid(const Facts& f, const Settings& 
   const NetdevInfo* nd = path.sgid.netdev.empty() ? nullptr : find_netdev(f, path.sgid.netdev);
   Status st = path.warnings.empty() ? Status::ok : Status::warning;
   std::string fix;
-  std::string summary = fmt::format("the stack would use {} GID[{}] {} {} ({})", path.device, path.sgid.index,
-                                    format_gid(path.sgid.gid), rdma::verbs::to_string(path.sgid.type), path.how);
+  std::string summary = fmt::format("the stack would use {} GID[{}] {} {} ({}){}", path.device, path.sgid.index,
+                                    format_gid(path.sgid.gid), rdma::verbs::to_string(path.sgid.type), path.how,
+                                    port_up ? "" : " once the port is ACTIVE");
   if (!path.warnings.empty()) {
     summary += "; " + path.warnings.front();
     fix = "pin a RoCE v2 GID of the address the daemon binds (or remove the pin to select automatically)";

@@ -215,6 +215,9 @@ def case(name):
             t.device("rxe0", "rxe0-devinfo.txt", state="1: DOWN", phys="3: Disabled")
             p = run(t, conf("192.0.2.1"))
             expect(p, 2, "port", r"rxe0 port 1: state 1: DOWN, physical state 3: Disabled", r"bring the link up")
+            # The GID for when the port is up, on the netdev that is down with it.
+            assert re.search(r"^ERROR +gid +the stack would use rxe0 GID\[1\] ::ffff:192\.0\.2\.1 RoCE v2 .* once the "
+                             r"port is ACTIVE; its netdev dummy0 is down", p.stdout, re.M), "the GID for when the port is up"
         elif name == "gid_roce_v1":
             connectx(t)
             p = run(t, conf("10.0.0.11", "ms_async_rdma_gid_idx = 0\n"))
@@ -259,6 +262,25 @@ def case(name):
             p = run(t, conf("10.0.0.11"))
             expect(p, 1, "numa", r"NUMA node 0; 2 of the 2 CPUs.*memory may not come from node 0",
                    r"--membind=0")
+        elif name == "malformed":
+            # Garbage in every file the doctor parses: no crash, a report, and
+            # the broken facts treated as unknown (the port is not ACTIVE).
+            connectx(t)
+            d = f"{t.sys}/class/infiniband/mlx5_0"
+            for path, text in [(f"{d}/ports/1/state", "ACTIVE?"), (f"{d}/ports/1/gids/3", "not-a-gid"),
+                               (f"{d}/ports/1/gid_attrs/types/1", "RoCE v9"), (f"{d}/ports/1/lid", "zz"),
+                               (f"{d}/device/numa_node", "-7x"), (f"{d}/device/sriov_totalvfs", "99999999999999999999"),
+                               (f"{t.sys}/class/net/enp3s0f0/mtu", "-1"),
+                               (f"{t.sys}/devices/system/node/node0/cpulist", "5-1,0-99999999,x-"),
+                               (f"{t.sys}/kernel/mm/transparent_hugepage/enabled", "]["),
+                               (f"{t.sys}/kernel/mm/hugepages/hugepages-2048kB/free_hugepages", "lots"),
+                               (f"{t.proc}/self/status", "Cpus_allowed_list:\n\0\0garbage"),
+                               (f"{t.proc}/modules", "\n\n   \n")]:
+                write(path, text)
+            os.makedirs(f"{d}/ports/1/gids/notanumber", exist_ok=True)
+            p = run(t, conf("10.0.0.11", "ms_async_rdma_enable_hugepage = true\n"))
+            assert p.returncode in (0, 1, 2), f"exit {p.returncode}"
+            expect(p, 2, "port", r"mlx5_0 port 1: state ACTIVE\?", r"bring the link up")
         elif name == "sriov_vf":
             connectx(t)
             d = f"{t.sys}/class/infiniband/mlx5_0/device"
