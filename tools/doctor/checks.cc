@@ -379,6 +379,15 @@ void check_lossless(const Facts& f, const Settings& s, const Choice& ch, const s
     return;
   }
   const NetdevInfo* nd = netdev.empty() ? nullptr : find_netdev(f, netdev);
+  // A VLAN netdev has no ECN settings of its own: they are its parent's,
+  // the device's own netdev (device/net).
+  if (nd == nullptr || (nd->ecn_np.empty() && nd->ecn_rp.empty()))
+    for (const auto& n : ch.device->netdevs)
+      if (const NetdevInfo* other = find_netdev(f, n); other && (!other->ecn_np.empty() || !other->ecn_rp.empty())) {
+        nd = other;
+        break;
+      }
+  const std::string ecn_netdev = nd != nullptr ? nd->name : netdev;
   const int prio = s.rdma.sl;
   Check c;
   c.name = "lossless";
@@ -390,11 +399,11 @@ void check_lossless(const Facts& f, const Settings& s, const Choice& ch, const s
     c.status = np_on && rp_on ? Status::ok : Status::warning;
     c.summary = fmt::format("RoCE ECN on {} priority {}: notification point {}, reaction point {}; PFC and DSCP "
                             "trust: cannot tell from sysfs",
-                            netdev, prio, np_on ? "on" : "off", rp_on ? "on" : "off");
+                            ecn_netdev, prio, np_on ? "on" : "off", rp_on ? "on" : "off");
     if (c.status == Status::warning)
       c.fix = fmt::format("enable RoCE ECN for priority {} on {} (echo 1 > /sys/class/net/{}/ecn/roce_np/enable/{} "
                           "and roce_rp), or congestion drops and slows RDMA traffic under load",
-                          prio, netdev, netdev, prio);
+                          prio, ecn_netdev, ecn_netdev, prio);
   } else {
     c.status = Status::cannot_tell;
     c.summary = fmt::format("PFC, ECN and DSCP trust on {}: cannot tell from sysfs (mlnx_qos -i {} and the switch "

@@ -201,6 +201,10 @@ def case(name):
             expect(p, 0, "numa", r"NUMA node 0; 2 of the 2 CPUs")
             expect(p, 0, "sriov", r"physical function with 0 of 8 VFs")
             expect(p, 0, "lossless", r"ECN on enp3s0f0 priority 3: notification point on, reaction point on")
+            # The VLAN's address: its RoCE v2 GID, and ECN read from the parent netdev.
+            p = run(t, conf(addr), extra=["--public_addr", "10.0.100.11"])
+            expect(p, 0, "gid", r"mlx5_0 GID\[7\] ::ffff:10\.0\.100\.11 RoCE v2 .* on enp3s0f0\.100")
+            expect(p, 0, "lossless", r"ECN on enp3s0f0 priority 3: notification point on")
         elif name == "no_device":
             p = run(t, conf("192.0.2.1"))
             expect(p, 0, "device", r"no RDMA device: async\+rdma will run on the software fabric")
