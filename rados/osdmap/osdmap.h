@@ -120,6 +120,9 @@ struct OsdMap {
   std::int64_t lookup_pool(std::string_view name) const noexcept;
 };
 
+/// pg_pool_t (v5 and later; fields after write_tier are skipped by length).
+void decode_pool_value(proto::Decoder& d, Pool& p);
+
 /// Decodes a full OSDMap (the bytes of `ceph osd getmap`, or one value of
 /// MOSDMap's `maps`). Fails on pre-firefly ("classic") encodings, on a crc
 /// mismatch and on anything inconsistent (vectors shorter than max_osd).

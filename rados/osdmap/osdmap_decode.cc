@@ -104,6 +104,12 @@ void decode_pool(Decoder& d, Pool& p) {
   p.calc_masks();
 }
 
+}  // namespace
+
+void decode_pool_value(Decoder& d, Pool& p) { decode_pool(d, p); }
+
+namespace {
+
 void decode_pools(Decoder& d, std::map<std::int64_t, Pool>& pools) {
   const std::uint32_t n = d.count(8 + 6, "pools count");
   for (std::uint32_t i = 0; i < n && d.ok(); ++i) {
