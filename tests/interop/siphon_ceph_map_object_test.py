@@ -17,6 +17,7 @@ the round repeat, never pass. Daemons are stopped by pid at the end."""
 import json
 import os
 import random
+import shutil
 import string
 import subprocess
 import sys
@@ -246,6 +247,7 @@ def main():
     finally:
         c.stop_osds()
         subprocess.run([FIXTURE, "stop", tmp], timeout=60)
+        shutil.rmtree(tmp, ignore_errors=True)
     print(f"{5 + 1 - failed} passed, {failed} failed")
     return 1 if failed else 0
 
