@@ -16,7 +16,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
-#include "rdma/transport/rdma_internal.h"
+#include "rdma/transport/rdma_connection.h"
 
 namespace siphon::rdma {
 
@@ -397,70 +397,6 @@ void RdmaConnection::finish_if_drained() {
   worker_.remove(this);
   // `self` keeps us alive until this returns; the last owner destroys the QP
   // (flushed: nothing is outstanding) and then the id.
-}
-
-// ------------------------------------------------- transfer timeout
-//
-// ms_async_rdma_transfer_timeout bounds both halves of a zero-copy transfer:
-// the sender waits at most that long, from posting its read_request, for the
-// peer's read_done (a peer that never reads keeps our data registered for
-// remote access); the receiver waits at most that long, from posting its
-// first RDMA READ, for the last READ to complete. Either way the connection
-// faults with a reason naming the option, and a lossless session reconnects
-// and replays. One timer per connection, armed only while transfers are
-// outstanding; the per-transfer cost is one clock read.
-
-void RdmaConnection::transfer_started(MonoClock::time_point& since) {
-  since = MonoClock::now();
-  const auto timeout = shared_.opts.transfer_timeout;
-  if (timeout.count() <= 0 || transfer_timer_armed_) return;
-  arm_transfer_timer(timeout);
-}
-
-void RdmaConnection::arm_transfer_timer(MonoClock::duration after) {
-  if (!transfer_timer_) transfer_timer_ = std::make_unique<boost::asio::steady_timer>(worker_.io());
-  transfer_timer_armed_ = true;
-  transfer_timer_->expires_after(after);
-  transfer_timer_->async_wait(
-      [weak = std::weak_ptr<RdmaConnection>(std::static_pointer_cast<RdmaConnection>(shared_from_this()))](
-          const boost::system::error_code& e) {
-        const auto self = weak.lock();
-        if (!self) return;
-        self->transfer_timer_armed_ = false;
-        if (!e) self->on_transfer_timer();
-      });
-}
-
-void RdmaConnection::on_transfer_timer() {
-  if (state_ != State::established || faulted_) return;
-  const auto timeout = shared_.opts.transfer_timeout;
-  if (timeout.count() <= 0) return;
-  const auto now = MonoClock::now();
-  const auto seconds = std::chrono::duration<double>(timeout).count();
-  std::optional<MonoClock::time_point> oldest;
-  for (const auto& [id, t] : out_transfers_) {
-    if (t.since == MonoClock::time_point{}) continue;  // read_request not posted yet
-    if (now - t.since >= timeout) {
-      shared_.counters.transfer_timeouts.fetch_add(1, std::memory_order_relaxed);
-      return fault(make_error_code(errc::timed_out),
-                   fmt::format("zero-copy transfer {} ({} bytes): no read_done from the peer within "
-                               "ms_async_rdma_transfer_timeout ({} s) of the read_request",
-                               id, t.data.length(), seconds));
-    }
-    if (!oldest || t.since < *oldest) oldest = t.since;
-  }
-  for (const InItem& item : inq_) {
-    const InTransfer* t = item.transfer.get();
-    if (t == nullptr || t->ready() || t->since == MonoClock::time_point{}) continue;
-    if (now - t->since >= timeout) {
-      shared_.counters.transfer_timeouts.fetch_add(1, std::memory_order_relaxed);
-      return fault(make_error_code(errc::timed_out),
-                   fmt::format("zero-copy transfer {} ({} bytes): RDMA READ from the peer not complete within "
-                               "ms_async_rdma_transfer_timeout ({} s)", t->id, t->length, seconds));
-    }
-    if (!oldest || t->since < *oldest) oldest = t->since;
-  }
-  if (oldest) arm_transfer_timer(*oldest + timeout - now);
 }
 
 }  // namespace siphon::rdma

@@ -68,7 +68,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
-#include "rdma/transport/rdma_internal.h"
+#include "rdma/transport/rdma_connection.h"
 
 namespace siphon::rdma {
 namespace {
@@ -226,49 +226,6 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   return {};
 }
 
-std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t off) {
-  const BufferList& data = frame.segments[3];
-  // No data, no read_request: the peer refuses one without descriptors.
-  if (data.empty() || data.segment_count() > kMaxReadDescriptors) return errc::not_supported;
-  OutTransfer t;
-  std::vector<ReadDescriptor> regions;
-  // Scoped rkeys: each region is bound as a type-2 window to this QP (the
-  // bind WR goes just before the read_request SEND, pump()), so its rkey is
-  // worthless on any other connection; the MR itself grants no remote access.
-  const bool scoped = shared_.scoped_rkeys;
-  if (scoped && data.segment_count() + 1 > sq_depth_) return errc::not_supported;
-  for (const BufferPtr& p : data.ptrs()) {
-    if (p.length() == 0) continue;  // a descriptor of 0 bytes is malformed on the wire
-    std::error_code ec;
-    auto mr = shared_.pd->reg_mr(const_cast<std::byte*>(p.data()), p.length(), scoped ? kMwBind : kRemoteRead, ec);
-    std::unique_ptr<MemoryWindow> mw = mr && scoped ? shared_.pd->alloc_mw(ec) : nullptr;
-    if (!mr || (scoped && !mw)) {
-      SIPHON_LOG(rdma, 1, "qp {}: {} {} bytes for zero-copy failed ({}); copying instead", qp_num(),
-                 mr ? "a memory window for" : "registering", p.length(), ec.message());
-      return ec ? ec : make_error_code(errc::memory_registration_failed);
-    }
-    regions.push_back({reinterpret_cast<std::uint64_t>(p.data()), scoped ? next_rkey(mw->rkey()) : mr->rkey(),
-                       static_cast<std::uint32_t>(p.length())});
-    t.mrs.push_back(std::move(mr));
-    if (mw) t.mws.push_back(std::move(mw));
-  }
-  const std::uint64_t id = next_transfer_id_++;
-  const std::size_t len = data.length();
-  t.data = data;
-  shared_.counters.zero_copy_transfers.fetch_add(1, std::memory_order_relaxed);
-  shared_.counters.zero_copy_bytes.fetch_add(len, std::memory_order_relaxed);
-  shared_.counters.transfer_registrations.fetch_add(t.mrs.size(), std::memory_order_relaxed);
-  out_transfers_.emplace(id, std::move(t));
-  queued_bytes_ += wire.length();
-  outq_.push_back(OutItem::stream(wire.slice(0, off)));
-  OutItem rr = OutItem::control(OutItem::Kind::read_request, id);
-  rr.regions = std::move(regions);
-  rr.length = len;
-  outq_.push_back(std::move(rr));
-  outq_.push_back(OutItem::stream(wire.slice(off + len, wire.length() - off - len)));
-  return {};
-}
-
 void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload) {
   h.encode(reinterpret_cast<std::uint8_t*>(buf->data()));
   WrCtx* ctx = new_ctx(WrCtx::Kind::send);
@@ -283,29 +240,6 @@ void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payl
   batch_.push_back(wr);
   sq_fifo_.push_back(ctx);
   shared_.counters.tx_sends.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Scoped rkeys: one bind WR per region of transfer `id`, queued just before
-// its read_request SEND so send-queue order puts the windows in place before
-// the peer can learn their rkeys. Nothing to do without windows, or when the
-// transfer is already gone (a read_done that came before its read_request:
-// the advertised rkeys are then dead).
-void RdmaConnection::add_binds(std::uint64_t id) {
-  const auto it = out_transfers_.find(id);
-  if (it == out_transfers_.end() || it->second.mws.empty() || it->second.bound) return;
-  OutTransfer& t = it->second;
-  t.bound = true;
-  for (std::size_t i = 0; i < t.mws.size(); ++i) {
-    MemoryRegion& mr = *t.mrs[i];
-    SendWr wr;
-    wr.wr_id = reinterpret_cast<std::uint64_t>(new_ctx(WrCtx::Kind::bind));
-    wr.opcode = Opcode::bind_mw;
-    wr.rkey = next_rkey(t.mws[i]->rkey());
-    wr.bind = MwBind{t.mws[i].get(), &mr, reinterpret_cast<std::uint64_t>(mr.addr()), mr.length(), kRemoteRead};
-    batch_.push_back(wr);
-    sq_fifo_.push_back(reinterpret_cast<WrCtx*>(wr.wr_id));
-  }
-  shared_.counters.transfer_windows.fetch_add(t.mws.size(), std::memory_order_relaxed);
 }
 
 void RdmaConnection::flush_batch() {
@@ -615,73 +549,6 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
   issue_reads();
   drain_inbound();
   pump();
-}
-
-// ---------------------------------------------------------------- READs
-
-// Every buffer of the transfer, or none. A transfer never holds part of the
-// receive pool while it waits for the rest, so transfers (on this and other
-// connections) cannot deadlock each other on the pool, and max_read (half
-// the pool) guarantees the reservation succeeds once the others are
-// delivered and their frames released.
-bool RdmaConnection::reserve_transfer(InTransfer& t) {
-  const std::uint64_t chunk = shared_.opts.buffer_size;
-  std::size_t n = 0;
-  for (const ReadDescriptor& r : t.regions) n += static_cast<std::size_t>((r.length + chunk - 1) / chunk);
-  t.chunks.reserve(n);
-  for (const ReadDescriptor& r : t.regions)
-    for (std::uint64_t off = 0; off < r.length; off += chunk) {
-      PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
-      if (buf == nullptr) {
-        for (auto& [b, len] : t.chunks) shared_.recv_pool->put(b, &worker_.recv_cache());
-        t.chunks.clear();
-        return false;
-      }
-      t.chunks.emplace_back(buf, static_cast<std::uint32_t>(std::min(chunk, r.length - off)));
-    }
-  t.reserved = true;
-  return true;
-}
-
-void RdmaConnection::issue_reads() {
-  if (state_ != State::established) return;
-  while (!read_queue_.empty()) {
-    InTransfer* t = read_queue_.front();
-    if (!t->reserved && !reserve_transfer(*t)) {
-      flush_batch();
-      schedule_retry();  // buffers come back as delivered messages are released
-      return;
-    }
-    if (t->since == MonoClock::time_point{}) transfer_started(t->since);
-    while (t->next_chunk < t->chunks.size()) {
-      if (sq_fifo_.size() >= sq_depth_) return flush_batch();
-      const auto [buf, n] = t->chunks[t->next_chunk];
-      const ReadDescriptor& r = t->regions[t->next_region];
-      WrCtx* ctx = new_ctx(WrCtx::Kind::read);
-      ctx->transfer = t;
-      ctx->len = n;
-      sges_.push_back({reinterpret_cast<std::uint64_t>(buf->data()), n, buf->keys().lkey});
-      SendWr wr;
-      wr.wr_id = reinterpret_cast<std::uint64_t>(ctx);
-      wr.opcode = Opcode::rdma_read;
-      wr.num_sge = 1;
-      wr.remote_addr = r.addr + t->next_offset;
-      wr.rkey = r.rkey;
-      batch_.push_back(wr);
-      sq_fifo_.push_back(ctx);
-      ++t->next_chunk;
-      ++t->reads_outstanding;
-      shared_.counters.rdma_reads.fetch_add(1, std::memory_order_relaxed);
-      t->next_offset += n;
-      if (t->next_offset == r.length) {
-        ++t->next_region;
-        t->next_offset = 0;
-      }
-    }
-    t->issued_all = true;
-    read_queue_.pop_front();
-  }
-  flush_batch();
 }
 
 // --------------------------------------------------------------- inbound
