@@ -18,7 +18,7 @@
 #include "rdma/transport/rdma_shared.h"
 #include "rdma/transport/rdma_worker.h"
 #include "rdma/transport/transfer.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 #include "rdma/transport/wr_ctx.h"
 
 namespace siphon::rdma {

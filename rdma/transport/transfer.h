@@ -10,7 +10,7 @@
 #include "msgr/base/clock.h"
 #include "rdma/provider.h"
 #include "rdma/transport/buffer_pool.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 namespace siphon::rdma {
 

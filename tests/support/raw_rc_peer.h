@@ -16,7 +16,7 @@
 
 #include "rdma/provider.h"
 #include "rdma/transport/credits.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 namespace siphon::test {
 
