@@ -29,7 +29,8 @@ RdmaConnection::RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::uniq
       id_(std::move(id)),
       client_(client),
       peer_(std::move(peer)),
-      state_(client ? State::resolving : State::accepting) {
+      state_(client ? State::resolving : State::accepting),
+      stream_(shared.opts.common.frame_limits) {
   shared_.connections.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.connections_created.fetch_add(1, std::memory_order_relaxed);
 }
@@ -181,7 +182,7 @@ void RdmaConnection::begin_connect() {
 
 void RdmaConnection::on_cm_event(CmEvent& ev) {
   SIPHON_ASSERT_ON_WORKER(worker_);
-  static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "closing", "closed"};
+  static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "running", "closing", "closed"};
   SIPHON_LOG(rdma, 10, "{}: cm event {} while {}", peer_.to_string(), to_string(ev.type),
              kStates[static_cast<int>(state_)]);
   if (state_ == State::closed) return;
@@ -226,12 +227,12 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
       // The peer closed (or its process went away): for this end an
       // ordinary close, logged as one; the session layer still hears of it
       // (on_fault) and decides whether to reconnect.
-      if (state_ == State::established)
+      if (open())
         return fault(errc::connection_reset, "peer closed the connection (DISCONNECTED)", /*clean=*/true);
       if (state_ == State::closing) return;
       return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
     case CmEventType::device_removal:
-      if (state_ == State::established) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
+      if (open()) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
       if (state_ == State::closing) return;
       return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
     case CmEventType::timewait_exit:
@@ -287,8 +288,7 @@ void RdmaConnection::fail_setup(std::error_code ec, std::string reason) {
 }
 
 void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
-  if (faulted_ || state_ == State::closing || state_ == State::closed) return;
-  faulted_ = true;
+  if (state_ == State::closing || state_ == State::closed) return;
   if (clean)
     SIPHON_LOG(rdma, 5, "RDMA connection {} {} closed by the peer", client_ ? "to" : "from", peer_.to_string());
   else
@@ -310,7 +310,7 @@ void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
 }
 
 void RdmaConnection::shutdown() {
-  if (connect_done_ && state_ != State::established) return fail_setup(errc::shutting_down, "the stack is stopping");
+  if (connect_done_ && !open()) return fail_setup(errc::shutting_down, "the stack is stopping");
   close();
 }
 
@@ -350,8 +350,7 @@ void RdmaConnection::begin_drain() {
   }
   outq_.clear();
   queued_bytes_ = 0;
-  early_.clear();
-  early_bytes_ = 0;
+  stream_.reset();
   read_queue_.clear();
   out_transfers_.clear();  // the QP is in ERR: the peer can no longer read them
   post_drain_marker();

@@ -12,6 +12,7 @@
 
 #include "msgr/base/clock.h"
 #include "msgr/proto/frame.h"
+#include "msgr/transport/frame_stream.h"
 #include "msgr/transport/transport.h"
 #include "rdma/provider.h"
 #include "rdma/transport/credits.h"
@@ -34,7 +35,7 @@ class RdmaConnection final : public transport::Connection {
   std::error_code send(proto::Frame&& frame) override;
   std::size_t queued_bytes() const noexcept override {
     SIPHON_ASSERT_ON_WORKER(worker_);
-    return queued_bytes_ + early_bytes_;
+    return queued_bytes_ + stream_.early_bytes();
   }
   void pause_receive(bool paused) override;
   void close() override;
@@ -61,7 +62,33 @@ class RdmaConnection final : public transport::Connection {
   bool drained() const noexcept;
 
  private:
-  enum class State { resolving, connecting, accepting, established, closing, closed };
+  // The connection's life, on its worker (rdma_connection.cc has the CM
+  // events in detail):
+  //
+  //   client: resolving --ROUTE_RESOLVED, QP created--> connecting --+
+  //   server: accepting (QP created, accept sent) -------------------+
+  //                                                                  |
+  //                         ESTABLISHED: connect/accept handler runs v
+  //   established --start()--> running (banner exchange, then frames; receives
+  //        |                      |      completed before start() are held)
+  //        +----------------------+-- close() / fault / peer DISCONNECTED /
+  //        |                            setup failure from any earlier state
+  //        v
+  //   closing: QP in ERR, queues dropped, every posted WR flushes back
+  //        |   (the drain marker retires unsignaled ones)
+  //        v  drained()
+  //   closed: off the worker; the last reference destroys QP and id
+  //
+  // A fault is closing entered with the handler told (once); close() is
+  // closing entered without (user_closed_ drops an on_fault already posted).
+  // Orthogonal to the state: paused_ (pause_receive), over_high_water_ and
+  // stalled_ (send side), and the flags that record a resource held or a
+  // callback pending (cq_reserved_, srq_reserved_, counted_active_,
+  // kick_posted_, retry_pending_, transfer_timer_armed_,
+  // drain_marker_posted_).
+  enum class State { resolving, connecting, accepting, established, running, closing, closed };
+  // Frames may be sent: the QP is up and the connection not closing.
+  bool open() const noexcept { return state_ == State::established || state_ == State::running; }
 
   // setup and teardown
   std::error_code create_qp();
@@ -132,6 +159,11 @@ class RdmaConnection final : public transport::Connection {
   bool client_;
   NetAddress peer_, local_;
   State state_;
+  // The msgr2 byte stream (shared with the TCP stack): our banner, the
+  // peer's, the frame decoder fed with stream bytes and pulled bulk data in
+  // order, and the frames sent before the banners decided the revision
+  // (counted in queued_bytes(); they go out first, in order, in feed()).
+  transport::FrameStream stream_;
   transport::ConnectHandler connect_done_;
   transport::AcceptHandler accept_done_;
   transport::ConnectionHandler* handler_ = nullptr;
@@ -169,11 +201,6 @@ class RdmaConnection final : public transport::Connection {
   };
   std::deque<OutItem> outq_;
   std::size_t queued_bytes_ = 0;
-  // Frames sent before the banner exchange decided the revision: unencoded,
-  // they go out first, in order, once it is known (feed). early_bytes_ is
-  // their rev0 length (the longer encoding), counted in queued_bytes().
-  std::vector<proto::Frame> early_;
-  std::size_t early_bytes_ = 0;
   bool over_high_water_ = false;
   std::deque<WrCtx*> sq_fifo_;  // WRs on the send queue, in posting order
   std::uint32_t unsignaled_ = 0;
@@ -195,12 +222,6 @@ class RdmaConnection final : public transport::Connection {
   std::deque<InItem> inq_;
   std::deque<InTransfer*> read_queue_;  // transfers with reads left to issue
   bool paused_ = false;
-  bool started_ = false;
-  proto::Banner my_banner_{};
-  bool banner_done_ = false;
-  BufferList banner_buf_;
-  std::optional<proto::FrameDecoder> decoder_;
-  proto::FrameRev rev_ = proto::FrameRev::rev1;
 
   std::unique_ptr<boost::asio::steady_timer> retry_timer_;
   bool retry_pending_ = false;
@@ -210,7 +231,6 @@ class RdmaConnection final : public transport::Connection {
   std::vector<Sge> sges_;
   std::vector<std::unique_ptr<WrCtx>> ctx_storage_;
   std::vector<WrCtx*> ctx_free_;
-  bool faulted_ = false;
   bool user_closed_ = false;  // close() was called: a posted on_fault is dropped
   int in_call_ = 0;           // CallScope depth
   bool kick_posted_ = false;

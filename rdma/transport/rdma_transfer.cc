@@ -106,7 +106,7 @@ bool RdmaConnection::reserve_transfer(InTransfer& t) {
 }
 
 void RdmaConnection::issue_reads() {
-  if (state_ != State::established) return;
+  if (!open()) return;
   while (!read_queue_.empty()) {
     InTransfer* t = read_queue_.front();
     if (!t->reserved && !reserve_transfer(*t)) {
@@ -179,7 +179,7 @@ void RdmaConnection::arm_transfer_timer(MonoClock::duration after) {
 }
 
 void RdmaConnection::on_transfer_timer() {
-  if (state_ != State::established || faulted_) return;
+  if (!open()) return;
   const auto timeout = shared_.opts.transfer_timeout;
   if (timeout.count() <= 0) return;
   const auto now = MonoClock::now();
