@@ -64,7 +64,7 @@ class PdRegistrar final : public Registrar {
 struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   RdmaOptions opts;
   Provider& provider;
-  RdmaCounters counters;
+  RdmaCounters counters;  // the control path's (any thread, fetch_add); the data path uses its worker's
   std::unique_ptr<Device> device;
   std::unique_ptr<ProtectionDomain> pd;
   std::unique_ptr<PdRegistrar> registrar;
@@ -160,6 +160,10 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   CompletionQueue& cq() noexcept { return *cq_; }
   PoolCache& send_cache() noexcept { return *send_cache_; }
   PoolCache& recv_cache() noexcept { return *recv_cache_; }
+  // This worker's counters: written only on its thread (Counter::add),
+  // read by RdmaStack::counters() from anywhere.
+  RdmaCounters& counters() noexcept { return counters_; }
+  const RdmaCounters& counters() const noexcept { return counters_; }
   // Connections on this worker, only on the worker. The worker owns a
   // connection from the moment its setup starts here (adopt) until its
   // teardown has drained (remove): while a client resolves and connects,
@@ -220,6 +224,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
+  RdmaCounters counters_;  // cache-line aligned: no line shared with another worker's
   std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
   std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};
@@ -360,7 +365,13 @@ class RdmaConnection final : public transport::Connection {
     CallScope& operator=(const CallScope&) = delete;
     RdmaConnection& c_;
   };
+  // The drain marker could not be posted: retried on the next send-queue
+  // completion (on_completion), and by a 1 ms timer as a backstop (teardown
+  // only, rare: nothing on the data path polls).
   void schedule_retry();
+  // A pool had no buffer: retry issue_reads() and pump() when one comes
+  // back (BufferPool::notify_on_release), not on a timer. One wait per pool.
+  void wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending);
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
   WrCtx* new_ctx(WrCtx::Kind kind);
   void free_ctx(WrCtx* ctx) noexcept;
@@ -459,6 +470,7 @@ class RdmaConnection final : public transport::Connection {
 
   std::unique_ptr<boost::asio::steady_timer> retry_timer_;
   bool retry_pending_ = false;
+  bool send_buffer_wait_ = false, recv_buffer_wait_ = false;  // wait_for_buffers() pending
   std::unique_ptr<boost::asio::steady_timer> transfer_timer_;
   bool transfer_timer_armed_ = false;
   std::vector<SendWr> batch_;  // reused: the data path does not allocate per post
