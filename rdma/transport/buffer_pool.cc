@@ -196,6 +196,12 @@ void BufferPool::notify_on_release(std::function<void()> wake_fn) {
   wake_fn();  // a buffer is free already: retry now
 }
 
+std::error_code BufferPool::prefill_slab() {
+  std::unique_lock lk(mu_);
+  if (total_.load(std::memory_order_relaxed) + pending_ > 0) return {};
+  return grow(lk) ? std::error_code{} : last_error_;
+}
+
 PoolBuffer* BufferPool::get(PoolCache* cache, Growth growth) {
   PoolBuffer* buf = nullptr;
   if (cache != nullptr && !cache->free_.empty()) {

@@ -121,6 +121,10 @@ class BufferPool {
   // post to the caller's event loop and retry there. Waiters still
   // registered when the pool is destroyed are dropped uncalled.
   void notify_on_release(std::function<void()> wake);
+  // Registers the first slab now (inline, at stack start) if the pool has
+  // none: the first SENDs of a stack never wait for the grower thread.
+  // Returns the registration's error (the pool then grows on demand).
+  std::error_code prefill_slab();
   // Returns a buffer that was never wrapped in a BufferPtr (or whose
   // references are all gone). Thread-safe; with a cache, lock-free mostly.
   void put(PoolBuffer* buf, PoolCache* cache = nullptr) noexcept;

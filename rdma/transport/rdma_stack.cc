@@ -228,6 +228,10 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
       PoolConfig{"rdma-send", o.buffer_size, o.send_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
   s.recv_pool = std::make_unique<BufferPool>(
       PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, recv_slab, 16, o.enable_hugepage}, *s.registrar);
+  // The send pool's first slab now, not on the data path: a connection's
+  // first SENDs never wait for the grower thread (buffer_pool.h). On
+  // failure (logged) the pool grows on demand as before.
+  (void)s.send_pool->prefill_slab();
   if (o.support_srq) {
     // One SRQ per worker, ms_async_rdma_receive_queue_len deep (capped by the
     // device), filled from the receive pool when the worker is created.
