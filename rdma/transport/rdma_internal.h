@@ -224,7 +224,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
-  RdmaCounters counters_;  // cache-line aligned: no line shared with another worker's
+  RdmaCounters counters_;  // padded (counters.h): no line shared with another worker's
   std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
   std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};
