@@ -3,6 +3,8 @@
 // batch), no logging above trace, one Message allocation on receipt.
 #include <fmt/format.h>
 
+#include <array>
+
 #include "msgr/api/connection_impl.h"
 #include "msgr/api/message_access.h"
 #include "msgr/base/log.h"
@@ -153,8 +155,12 @@ void ConnectionImpl::flush() {
     h.compat_version = mh.compat_version;
     proto::Frame f;
     f.tag = proto::Tag::message;
-    h.encode_to(std::span<std::byte, session::MsgHeader2::kSize>(
-        f.segments[0].append_uninitialized(session::MsgHeader2::kSize), session::MsgHeader2::kSize));
+    // A segment of exactly 41 bytes (BufferPtr's copying constructor sizes
+    // it to fit), not append_uninitialized()'s ~4 KiB chunk: the header is
+    // the only thing ever in it.
+    std::array<std::byte, session::MsgHeader2::kSize> raw;
+    h.encode_to(raw);
+    f.segments[0].append(BufferPtr(raw.data(), raw.size()));
     f.segments[1] = m->front();
     f.segments[2] = m->middle();
     f.segments[3] = m->data();

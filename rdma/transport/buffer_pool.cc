@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <new>
+#include <utility>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -27,7 +28,18 @@ void PoolBuffer::release(Segment* seg) noexcept {
   buf->pool_->put(buf, nullptr);
 }
 
-PoolCache::~PoolCache() { pool_->flush(*this, 0); }
+PoolCache::PoolCache(BufferPool& pool) : pool_(&pool) {
+  std::lock_guard lk(pool_->mu_);
+  pool_->caches_.push_back(this);
+}
+
+PoolCache::~PoolCache() {
+  pool_->flush(*this, 0);
+  std::lock_guard lk(pool_->mu_);
+  // Its count lives on in the pool's (its buffers may still be in use).
+  pool_->in_use_uncached_ += net_.load(std::memory_order_relaxed);
+  std::erase(pool_->caches_, this);
+}
 
 BufferPool::BufferPool(PoolConfig config, Registrar& registrar)
     : config_(std::move(config)), registrar_(registrar) {
@@ -37,7 +49,13 @@ BufferPool::BufferPool(PoolConfig config, Registrar& registrar)
 }
 
 BufferPool::~BufferPool() {
-  const std::size_t in_use = in_use_.load();
+  {
+    std::lock_guard lk(mu_);
+    stop_ = true;
+    grow_cv_.notify_all();
+  }
+  if (grower_.joinable()) grower_.join();
+  const std::int64_t in_use = in_use_locked();
   if (in_use != 0) {
     // A bug above us: memory is still referenced. Keep it mapped (leak it)
     // rather than free memory someone may still touch.
@@ -58,10 +76,19 @@ std::error_code BufferPool::last_error() const noexcept {
   return last_error_;
 }
 
-bool BufferPool::grow_locked() {
-  const std::size_t have = total_.load(std::memory_order_relaxed);
-  if (have >= config_.max_buffers) return false;
-  const std::size_t n = std::min(config_.buffers_per_slab, config_.max_buffers - have);
+std::int64_t BufferPool::in_use_locked() const noexcept {
+  std::int64_t n = in_use_uncached_;
+  for (const PoolCache* c : caches_) n += c->net_.load(std::memory_order_relaxed);
+  return n;
+}
+
+std::size_t BufferPool::buffers_in_use() const noexcept {
+  std::lock_guard lk(mu_);
+  const std::int64_t n = in_use_locked();
+  return n > 0 ? static_cast<std::size_t>(n) : 0;
+}
+
+std::unique_ptr<BufferPool::Slab> BufferPool::make_slab(std::size_t n, std::error_code& ec) {
   auto slab = std::make_unique<Slab>();
   const std::size_t bytes = n * config_.buffer_size;
   if (config_.hugepages) {
@@ -72,7 +99,7 @@ bool BufferPool::grow_locked() {
       slab->memory = static_cast<std::byte*>(p);
       slab->huge = true;
       hugepages_active_ = true;
-    } else if (!hugepages_active_ && slabs_.empty()) {
+    } else if (!hugepages_active_ && registered_bytes_.load(std::memory_order_relaxed) == 0) {
       SIPHON_LOG(rdma, 1,
                  "{}: hugepages requested (ms_async_rdma_enable_hugepage) but mmap(MAP_HUGETLB) failed; "
                  "using normal pages (reserve hugepages with: sysctl vm.nr_hugepages=N)",
@@ -83,73 +110,166 @@ bool BufferPool::grow_locked() {
     slab->bytes = round_up(bytes, kPage);
     slab->memory = static_cast<std::byte*>(std::aligned_alloc(kPage, slab->bytes));
     if (slab->memory == nullptr) {
-      last_error_ = errc::out_of_memory;
-      return false;
+      ec = errc::out_of_memory;
+      return nullptr;
     }
   }
-  if (const std::error_code ec = registrar_.register_region(slab->memory, slab->bytes, slab->keys)) {
+  if ((ec = registrar_.register_region(slab->memory, slab->bytes, slab->keys))) {
     SIPHON_LOG(rdma, 0, "{}: registering a {}-byte slab failed: {}", config_.name, slab->bytes, ec.message());
-    last_error_ = ec;
     if (slab->huge) ::munmap(slab->memory, slab->bytes);
     else std::free(slab->memory);
-    return false;
+    return nullptr;
   }
   slab->buffers.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    slab->buffers.emplace_back(new PoolBuffer(slab->memory + i * config_.buffer_size,
-                                              config_.buffer_size, slab->keys, this));
-    free_.push_front(*slab->buffers.back());
+  for (std::size_t i = 0; i < n; ++i)
+    slab->buffers.emplace_back(new PoolBuffer(slab->memory + i * config_.buffer_size, config_.buffer_size,
+                                              slab->keys, this));
+  return slab;
+}
+
+bool BufferPool::grow(std::unique_lock<std::mutex>& lk) {
+  const std::size_t have = total_.load(std::memory_order_relaxed) + pending_;
+  if (have >= config_.max_buffers) return false;
+  const std::size_t n = std::min(config_.buffers_per_slab, config_.max_buffers - have);
+  pending_ += n;
+  lk.unlock();
+  std::error_code ec;
+  std::unique_ptr<Slab> slab = make_slab(n, ec);
+  lk.lock();
+  pending_ -= n;
+  grown_.notify_all();
+  if (!slab) {
+    last_error_ = ec;
+    return false;
   }
+  for (auto& b : slab->buffers) free_.push_front(*b);
   total_.fetch_add(n, std::memory_order_relaxed);
   registered_bytes_.fetch_add(slab->bytes, std::memory_order_relaxed);
   slabs_.push_back(std::move(slab));
   return true;
 }
 
-PoolBuffer* BufferPool::get(PoolCache* cache) {
-  if (cache != nullptr && cache->free_.empty()) {
+void BufferPool::request_growth_locked() {
+  if (grow_requested_ || stop_) return;
+  grow_requested_ = true;
+  if (!grower_.joinable()) grower_ = std::thread([this] { grower_main(); });
+  grow_cv_.notify_one();
+}
+
+void BufferPool::grower_main() {
+  std::unique_lock lk(mu_);
+  for (;;) {
+    grow_cv_.wait(lk, [&] { return grow_requested_ || stop_; });
+    if (stop_) return;
+    grow_requested_ = false;
+    // Added or not (at the cap, or registration failed), the waiters retry:
+    // they see nullptr again and apply their backpressure.
+    grow(lk);
+    Waiters w = take_waiters_locked();
+    lk.unlock();
+    wake(std::move(w));
+    lk.lock();
+  }
+}
+
+BufferPool::Waiters BufferPool::take_waiters_locked() noexcept {
+  if (waiters_.empty()) return {};
+  waiting_.store(false, std::memory_order_relaxed);
+  return std::exchange(waiters_, {});
+}
+
+void BufferPool::wake(Waiters&& w) noexcept {
+  for (auto& f : w) f();
+}
+
+void BufferPool::notify_on_release(std::function<void()> wake_fn) {
+  {
     std::lock_guard lk(mu_);
-    if (free_.empty()) grow_locked();
-    for (std::size_t i = 0; i < config_.cache_batch && !free_.empty(); ++i) {
-      PoolBuffer& b = free_.front();
-      free_.pop_front();
-      cache->free_.push_front(b);
+    const bool can_grow = total_.load(std::memory_order_relaxed) + pending_ < config_.max_buffers;
+    if (free_.empty()) {
+      if (can_grow) request_growth_locked();
+      waiters_.push_back(std::move(wake_fn));
+      waiting_.store(true, std::memory_order_relaxed);
+      return;
     }
   }
+  wake_fn();  // a buffer is free already: retry now
+}
+
+std::error_code BufferPool::prefill_slab() {
+  std::unique_lock lk(mu_);
+  if (total_.load(std::memory_order_relaxed) + pending_ > 0) return {};
+  return grow(lk) ? std::error_code{} : last_error_;
+}
+
+PoolBuffer* BufferPool::get(PoolCache* cache, Growth growth) {
   PoolBuffer* buf = nullptr;
-  if (cache != nullptr) {
-    if (cache->free_.empty()) return nullptr;
+  if (cache != nullptr && !cache->free_.empty()) {
     buf = &cache->free_.front();
     cache->free_.pop_front();
+    cache->count(1);
   } else {
-    std::lock_guard lk(mu_);
-    if (free_.empty() && !grow_locked()) return nullptr;
+    std::unique_lock lk(mu_);
+    while (free_.empty()) {
+      if (growth == Growth::background) {
+        // Never register on the data path: the grower thread does it and
+        // notify_on_release() wakes the caller.
+        if (total_.load(std::memory_order_relaxed) + pending_ < config_.max_buffers) request_growth_locked();
+        return nullptr;
+      }
+      if (grow(lk)) continue;
+      if (pending_ == 0) return nullptr;  // at the cap or failed
+      grown_.wait(lk);                    // the last buffers are being registered elsewhere
+    }
     buf = &free_.front();
     free_.pop_front();
+    if (cache != nullptr) {
+      for (std::size_t i = 1; i < config_.cache_batch && !free_.empty(); ++i) {
+        PoolBuffer& b = free_.front();
+        free_.pop_front();
+        cache->free_.push_front(b);
+      }
+      cache->count(1);
+    } else {
+      ++in_use_uncached_;
+    }
   }
   buf->segment_.reset_for_reuse();
-  in_use_.fetch_add(1, std::memory_order_relaxed);
   return buf;
 }
 
 void BufferPool::put(PoolBuffer* buf, PoolCache* cache) noexcept {
-  in_use_.fetch_sub(1, std::memory_order_relaxed);
-  if (cache != nullptr) {
+  if (cache != nullptr && !waiting_.load(std::memory_order_relaxed)) {
+    cache->count(-1);
     cache->free_.push_front(*buf);
     if (cache->free_.size() > 2 * config_.cache_batch) flush(*cache, config_.cache_batch);
     return;
   }
-  std::lock_guard lk(mu_);
-  free_.push_front(*buf);
+  // Someone waits for a buffer (or no cache): to the shared list, and wake
+  // them.
+  Waiters w;
+  {
+    std::lock_guard lk(mu_);
+    if (cache != nullptr) cache->count(-1);
+    else --in_use_uncached_;
+    free_.push_front(*buf);
+    w = take_waiters_locked();
+  }
+  wake(std::move(w));
 }
 
 void BufferPool::flush(PoolCache& cache, std::size_t keep) noexcept {
-  std::lock_guard lk(mu_);
-  while (cache.free_.size() > keep) {
-    PoolBuffer& b = cache.free_.front();
-    cache.free_.pop_front();
-    free_.push_front(b);
+  Waiters w;
+  {
+    std::lock_guard lk(mu_);
+    while (cache.free_.size() > keep) {
+      PoolBuffer& b = cache.free_.front();
+      cache.free_.pop_front();
+      free_.push_front(b);
+    }
+    if (!free_.empty()) w = take_waiters_locked();
   }
+  wake(std::move(w));
 }
 
 BufferPtr BufferPool::wrap(PoolBuffer* buf, std::size_t len) noexcept {

@@ -6,18 +6,29 @@
 // a lock (batched refill and flush). A hard cap bounds the pool; get() returns
 // nullptr when it is reached, and the caller applies backpressure.
 //
+// Off the data path (issue 14 item 8): a slab is registered with the mutex
+// released, never under it; a data-path get() (Growth::background) that
+// finds the pool empty hands the registration to the pool's grower thread
+// and returns nullptr, and the caller waits for notify_on_release() to wake
+// it -- when a buffer comes back or the slab is in -- instead of polling. No
+// atomic is shared per get/put: buffers in use are counted per cache (written
+// by the cache's owner only) and, for puts without a cache, under the mutex.
+//
 // Each buffer embeds a Segment (msgr/base/buffer.h) carrying its region's
 // keys, so pool memory travels up the stack inside BufferLists without a copy
 // and comes back to the pool, from any thread, when the last reference drops.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include <boost/intrusive/slist.hpp>
@@ -64,9 +75,12 @@ class PoolBuffer : public boost::intrusive::slist_base_hook<> {
 using BufferSList = boost::intrusive::slist<PoolBuffer, boost::intrusive::constant_time_size<true>>;
 
 // A worker's private stash of free buffers. Owned and used by one thread.
+// Padded by a cache line either side (not alignas: over-aligned new trips a
+// TSan allocator CHECK): the owner's writes never touch a line another
+// worker's cache is on.
 class PoolCache {
  public:
-  explicit PoolCache(BufferPool& pool) noexcept : pool_(&pool) {}
+  explicit PoolCache(BufferPool& pool);
   ~PoolCache();
   PoolCache(const PoolCache&) = delete;
   PoolCache& operator=(const PoolCache&) = delete;
@@ -74,8 +88,22 @@ class PoolCache {
 
  private:
   friend class BufferPool;
+  // Buffers got through this cache minus buffers put through it (may go
+  // negative: a buffer got here can come back without a cache). Written by
+  // the owner only, with a plain relaxed load and store; read by
+  // buffers_in_use() under the pool's mutex.
+  void count(std::int64_t d) noexcept { net_.store(net_.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
+  [[maybe_unused]] char pad_front_[64] = {};
   BufferPool* pool_;
   BufferSList free_;
+  std::atomic<std::int64_t> net_{0};
+  [[maybe_unused]] char pad_back_[64] = {};
+};
+
+// Where get() may register a new slab when the pool is empty.
+enum class Growth {
+  inline_,     // here, with the mutex released (setup paths: a connection's first receives, an SRQ)
+  background,  // on the pool's grower thread; get() returns nullptr meanwhile (the data path)
 };
 
 class BufferPool {
@@ -86,8 +114,20 @@ class BufferPool {
   BufferPool& operator=(const BufferPool&) = delete;
 
   // A free buffer, or nullptr at the cap or when registration fails (see
-  // last_error()). With a cache, the fast path takes no lock.
-  PoolBuffer* get(PoolCache* cache = nullptr);
+  // last_error()), or with Growth::background while a slab is being added.
+  // With a cache, the fast path takes no lock and no shared atomic.
+  PoolBuffer* get(PoolCache* cache = nullptr, Growth growth = Growth::inline_);
+  // Calls `wake` once, on whatever thread, as soon as a buffer is returned
+  // to the shared list or a slab is added -- or now, on this thread, if a
+  // buffer is free already or the pool can still grow (then a background
+  // growth is started). Call after get() returned nullptr; `wake` should
+  // post to the caller's event loop and retry there. Waiters still
+  // registered when the pool is destroyed are dropped uncalled.
+  void notify_on_release(std::function<void()> wake);
+  // Registers the first slab now (inline, at stack start) if the pool has
+  // none: the first SENDs of a stack never wait for the grower thread.
+  // Returns the registration's error (the pool then grows on demand).
+  std::error_code prefill_slab();
   // Returns a buffer that was never wrapped in a BufferPtr (or whose
   // references are all gone). Thread-safe; with a cache, lock-free mostly.
   void put(PoolBuffer* buf, PoolCache* cache = nullptr) noexcept;
@@ -100,7 +140,8 @@ class BufferPool {
   // Counters.
   std::size_t registered_bytes() const noexcept { return registered_bytes_.load(std::memory_order_relaxed); }
   std::size_t buffers_total() const noexcept { return total_.load(std::memory_order_relaxed); }
-  std::size_t buffers_in_use() const noexcept { return in_use_.load(std::memory_order_relaxed); }
+  // Exact when no get/put is in flight (it sums per-cache counts).
+  std::size_t buffers_in_use() const noexcept;
   std::error_code last_error() const noexcept;
   bool using_hugepages() const noexcept { return hugepages_active_; }
 
@@ -114,7 +155,17 @@ class BufferPool {
     RegionKeys keys{};
     std::vector<std::unique_ptr<PoolBuffer>> buffers;  // headers, stable addresses
   };
-  bool grow_locked();  // adds a slab; caller holds mu_
+  using Waiters = std::vector<std::function<void()>>;
+  // Adds a slab: called with `lk` holding mu_, releases it while allocating
+  // and registering, holds it again on return. False at the cap (counting
+  // slabs being added elsewhere) or on failure.
+  bool grow(std::unique_lock<std::mutex>& lk);
+  std::unique_ptr<Slab> make_slab(std::size_t n, std::error_code& ec);  // no lock held
+  void request_growth_locked();
+  void grower_main();
+  std::int64_t in_use_locked() const noexcept;
+  Waiters take_waiters_locked() noexcept;
+  static void wake(Waiters&& w) noexcept;
   void flush(PoolCache& cache, std::size_t keep) noexcept;
 
   PoolConfig config_;
@@ -123,10 +174,23 @@ class BufferPool {
   BufferSList free_;  // guarded by mu_
   std::vector<std::unique_ptr<Slab>> slabs_;
   std::error_code last_error_;
-  bool hugepages_active_ = false;
+  std::atomic<bool> hugepages_active_{false};
   std::atomic<std::size_t> registered_bytes_{0};
   std::atomic<std::size_t> total_{0};
-  std::atomic<std::size_t> in_use_{0};
+  // Under mu_: buffers being registered (counted against the cap), buffers
+  // got/put without a cache (plus those of caches already destroyed), the
+  // live caches, and who waits for a buffer.
+  std::size_t pending_ = 0;
+  std::int64_t in_use_uncached_ = 0;
+  std::vector<PoolCache*> caches_;
+  Waiters waiters_;
+  std::atomic<bool> waiting_{false};  // waiters_ non-empty: cached puts take the locked path
+  std::condition_variable grown_;     // a slab was added (inline growers wait on pending ones)
+  // The grower thread (started on first use), under mu_.
+  std::condition_variable grow_cv_;
+  bool grow_requested_ = false;
+  bool stop_ = false;
+  std::thread grower_;
 };
 
 }  // namespace siphon::rdma

@@ -132,7 +132,13 @@ class RdmaConnection final : public transport::Connection {
     CallScope& operator=(const CallScope&) = delete;
     RdmaConnection& c_;
   };
+  // The drain marker could not be posted: retried on the next send-queue
+  // completion (on_completion), and by a 1 ms timer as a backstop (teardown
+  // only, rare: nothing on the data path polls).
   void schedule_retry();
+  // A pool had no buffer: retry issue_reads() and pump() when one comes
+  // back (BufferPool::notify_on_release), not on a timer. One wait per pool.
+  void wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending);
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
   WrCtx* new_ctx(WrCtx::Kind kind);
   void free_ctx(WrCtx* ctx) noexcept;
@@ -225,6 +231,7 @@ class RdmaConnection final : public transport::Connection {
 
   std::unique_ptr<boost::asio::steady_timer> retry_timer_;
   bool retry_pending_ = false;
+  bool send_buffer_wait_ = false, recv_buffer_wait_ = false;  // wait_for_buffers() pending
   std::unique_ptr<boost::asio::steady_timer> transfer_timer_;
   bool transfer_timer_armed_ = false;
   std::vector<SendWr> batch_;  // reused: the data path does not allocate per post

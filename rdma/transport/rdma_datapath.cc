@@ -22,22 +22,27 @@
 // stack uses (banner, then FrameDecoder), so frame boundaries and CRCs are checked
 // exactly as on TCP.
 //
-// Cost per message, steady state, as the code stands (issue 14 item 8 will
-// cut the starred items; docs/performance.md has the measurements):
+// Cost per message, steady state (issue 14 item 8 cut what was starred
+// here; before/after figures in docs/performance.md, "Per-message cost of
+// the RDMA stack"):
 //
 //   outbound, a MESSAGE below the zero-copy threshold
 //     allocations  one 64-byte block for preamble/crcs/epilogue (encode_frame);
-//                  *a ~4 KiB heap segment for the 41-byte header2, made by
-//                  the session layer (connection_io.cc); outq_/batch_/sges_
-//                  keep their capacity
+//                  one exactly-sized segment for the 41-byte header2, made by
+//                  the session layer (connection_io.cc; was a ~4 KiB chunk);
+//                  outq_/batch_/sges_ keep their capacity
 //     copies       one: the frame's bytes into a registered send buffer
 //                  (small frames coalesce into one SEND)
 //     locks        none; the send pool's mutex only when the worker's cache
-//                  of 16 buffers is empty or overfull, *and ibv_reg_mr under
-//                  it when the pool grows (pools grow lazily)
-//     atomics      *about 6 relaxed fetch_adds on RdmaCounters, one struct
-//                  shared by every worker of the stack (false sharing), plus
-//                  *BufferPool::in_use_ (shared) per get and put
+//                  of 16 buffers is empty or overfull, or while a connection
+//                  waits for a buffer. Never a registration under it: a pool
+//                  that runs dry on the data path is grown by its grower
+//                  thread (buffer_pool.h, Growth::background)
+//     atomics      no shared ones: the counters are the worker's own block
+//                  (counters.h: a relaxed load and store each, on a cache line
+//                  no other thread writes), and the pool counts buffers in use
+//                  per cache, not in one shared atomic. Reference counts of
+//                  the frame's segments (BufferList) remain
 //     syscalls     none on the post itself (soft fabric: a lock-free ring and
 //                  a doorbell, an eventfd write only when the engine sleeps;
 //                  a hardware NIC: an MMIO doorbell; rxe: one write(2) per
@@ -45,12 +50,12 @@
 //     wake-ups     none on the worker; the peer's poller (or its CQ channel)
 //   inbound, per SEND
 //     checks       CRC32C over the 20-byte header, O(1) credit accounting
-//     allocations  *BufferList::copy_of of the stream bytes (at least a
-//                  4 KiB segment per SEND) plus one copy; *new Message per
-//                  message in the session layer
-//     refcounts    *two shared_ptr copies per completion (the worker's QP
-//                  map, then shared_from_this)
-//     atomics      about 3 relaxed fetch_adds on the shared RdmaCounters
+//     allocations  BufferList::copy_of of the stream bytes (at least a
+//                  4 KiB segment per SEND) plus one copy; new Message per
+//                  message in the session layer (not cut: the next items)
+//     refcounts    one shared_ptr copy per completion (the worker's
+//                  poll_batch(); on_completion takes none)
+//     atomics      none shared (the worker's counter block)
 //     posts        one receive re-posted per SEND (to the QP or the SRQ)
 //   zero-copy, per transfer (a MESSAGE whose data reaches the threshold)
 //     sender       per data segment: reg_mr (+ alloc_mw and one bind WR with
@@ -59,8 +64,12 @@
 //                  allocations; on read_done dealloc_mw + dereg_mr
 //     receiver     an InTransfer allocation, one RDMA READ per descriptor
 //                  into pool buffers, one read_done SEND
-//   timers         *a 1 ms steady_timer polls while the send pool is empty,
-//                  a read reservation failed, or a drain marker waits
+//   waiting        no timer on the data path: a connection out of send
+//                  buffers, or whose READ reservation failed, is woken by the
+//                  pool when a buffer comes back or a slab is added
+//                  (BufferPool::notify_on_release). A drain marker that could
+//                  not be posted is retried on the next send-queue
+//                  completion, with a 1 ms timer as a backstop (teardown only)
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -206,8 +215,8 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   }
   const std::size_t data_len = frame.segments[3].length();
   BufferList wire = proto::encode_frame(frame, stream_.rev());
-  shared_.counters.tx_messages.fetch_add(1, std::memory_order_relaxed);
-  shared_.counters.tx_bytes.fetch_add(wire.length(), std::memory_order_relaxed);
+  worker_.counters().tx_messages.add(1);
+  worker_.counters().tx_bytes.add(wire.length());
   bool queued = false;
   if (frame.tag == proto::Tag::message && zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) &&
       data_len <= peer_info_.max_read) {
@@ -216,7 +225,7 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
     if (!queued) wire = proto::encode_frame(frame, stream_.rev());
   }
   if (!queued) {
-    shared_.counters.tx_copied_bytes.fetch_add(data_len, std::memory_order_relaxed);
+    worker_.counters().tx_copied_bytes.add(data_len);
     queued_bytes_ += wire.length();
     outq_.push_back(OutItem::stream(std::move(wire)));
   }
@@ -238,7 +247,7 @@ void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payl
   wr.flags = total <= max_inline_ ? std::uint32_t{kInline} : 0u;
   batch_.push_back(wr);
   sq_fifo_.push_back(ctx);
-  shared_.counters.tx_sends.fetch_add(1, std::memory_order_relaxed);
+  worker_.counters().tx_sends.add(1);
 }
 
 void RdmaConnection::flush_batch() {
@@ -286,10 +295,10 @@ void RdmaConnection::pump() {
       stalled_now = true;
       break;
     }
-    PoolBuffer* buf = shared_.send_pool->get(&worker_.send_cache());
+    PoolBuffer* buf = shared_.send_pool->get(&worker_.send_cache(), Growth::background);
     if (buf == nullptr) {
-      shared_.counters.send_buffer_stalls.fetch_add(1, std::memory_order_relaxed);
-      schedule_retry();
+      worker_.counters().send_buffer_stalls.add(1);
+      wait_for_buffers(*shared_.send_pool, &RdmaConnection::send_buffer_wait_);
       break;
     }
     const std::size_t room = std::min(cap_peer, buf->capacity()) - SendHeader::kSize;
@@ -333,31 +342,30 @@ void RdmaConnection::pump() {
     }
     credits_->spend_data();
     h.credits_returned = credits_->take_owed();
-    shared_.counters.credits_spent.fetch_add(1, std::memory_order_relaxed);
-    shared_.counters.credits_granted.fetch_add(h.credits_returned, std::memory_order_relaxed);
+    worker_.counters().credits_spent.add(1);
+    worker_.counters().credits_granted.add(h.credits_returned);
     add_send(h, buf, payload);
   }
   // Credit stall accounting.
   if (stalled_now && !stalled_) {
     stalled_ = true;
     stalled_since_ = MonoClock::now();
-    shared_.counters.credit_stalls.fetch_add(1, std::memory_order_relaxed);
+    worker_.counters().credit_stalls.add(1);
   } else if (!stalled_now && stalled_) {
     stalled_ = false;
-    shared_.counters.credit_stall_ns.fetch_add(
-        static_cast<std::uint64_t>((MonoClock::now() - stalled_since_).count()), std::memory_order_relaxed);
+    worker_.counters().credit_stall_ns.add(static_cast<std::uint64_t>((MonoClock::now() - stalled_since_).count()));
   }
   // An explicit update when half a window is owed and no data SEND carries it.
   if (credits_->should_send_update(!outq_.empty()) && sq_fifo_.size() < sq_depth_) {
-    if (PoolBuffer* buf = shared_.send_pool->get(&worker_.send_cache())) {
+    if (PoolBuffer* buf = shared_.send_pool->get(&worker_.send_cache(), Growth::background)) {
       SendHeader h;
       h.type = SendType::credit_update;
       h.credits_returned = credits_->take_owed();
-      shared_.counters.credit_updates_sent.fetch_add(1, std::memory_order_relaxed);
-      shared_.counters.credits_granted.fetch_add(h.credits_returned, std::memory_order_relaxed);
+      worker_.counters().credit_updates_sent.add(1);
+      worker_.counters().credits_granted.add(h.credits_returned);
       add_send(h, buf, 0);
     } else {
-      schedule_retry();
+      wait_for_buffers(*shared_.send_pool, &RdmaConnection::send_buffer_wait_);
     }
   }
   flush_batch();
@@ -369,6 +377,24 @@ void RdmaConnection::maybe_writable() {
   if (in_call_ > 0) return post_kick();  // e.g. inside send(): from the event loop instead
   over_high_water_ = false;
   if (handler_ != nullptr) handler_->on_writable();
+}
+
+void RdmaConnection::wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending) {
+  if (this->*pending) return;
+  this->*pending = true;
+  // Called on whatever thread returns a buffer (or now): back to our worker.
+  pool.notify_on_release([weak = weak_from_this(), pending] {
+    auto c = weak.lock();
+    if (!c) return;  // gone: nothing waits any more
+    auto self = std::static_pointer_cast<RdmaConnection>(std::move(c));
+    RdmaWorker& w = self->worker_;
+    boost::asio::post(w.io(), [self = std::move(self), pending] {
+      (*self).*pending = false;
+      if (!self->open()) return;
+      self->issue_reads();
+      self->pump();
+    });
+  });
 }
 
 void RdmaConnection::schedule_retry() {
@@ -391,16 +417,17 @@ void RdmaConnection::schedule_retry() {
 void RdmaConnection::on_completion(const Wc& wc) {
   SIPHON_ASSERT_ON_WORKER(worker_);
   auto* ctx = reinterpret_cast<WrCtx*>(wc.wr_id);
-  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  // No reference taken here: the worker's poll_batch() holds one across this
+  // call (the only reference-count round trip per completion).
   if (wc.status != WcStatus::success) {
     if (wc.status == WcStatus::flushed) {
-      shared_.counters.wc_flushed.fetch_add(1, std::memory_order_relaxed);
+      worker_.counters().wc_flushed.add(1);
     } else {
-      shared_.counters.wc_errors.fetch_add(1, std::memory_order_relaxed);
-      if (wc.status == WcStatus::retry_exceeded) shared_.counters.wc_retry_exceeded.fetch_add(1);
-      else if (wc.status == WcStatus::remote_access_error) shared_.counters.wc_remote_access.fetch_add(1);
-      else if (wc.status == WcStatus::rnr_retry_exceeded) shared_.counters.rnr_events.fetch_add(1);
-      else shared_.counters.wc_other_errors.fetch_add(1);
+      worker_.counters().wc_errors.add(1);
+      if (wc.status == WcStatus::retry_exceeded) worker_.counters().wc_retry_exceeded.add(1);
+      else if (wc.status == WcStatus::remote_access_error) worker_.counters().wc_remote_access.add(1);
+      else if (wc.status == WcStatus::rnr_retry_exceeded) worker_.counters().rnr_events.add(1);
+      else worker_.counters().wc_other_errors.add(1);
     }
   }
   if (ctx->kind == WrCtx::Kind::recv) {
@@ -415,7 +442,10 @@ void RdmaConnection::on_completion(const Wc& wc) {
   // nothing but flushes, which would otherwise leave the connection silent.
   if (wc.status == WcStatus::flushed && open())
     fault(errc::work_request_flushed, "the queue pair moved to the error state (work requests flushed)");
-  if (state_ == State::closing) finish_if_drained();
+  if (state_ == State::closing) {
+    post_drain_marker();  // no-op once posted; a failed post proceeds here, when the queue moved
+    finish_if_drained();
+  }
 }
 
 void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
@@ -435,7 +465,7 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
   if (const auto ec = SendHeader::decode({p, received}, h, &why)) {
     drop_recv(ctx);
     if (ec == errc::bad_crc) {
-      shared_.counters.header_crc_errors.fetch_add(1, std::memory_order_relaxed);
+      worker_.counters().header_crc_errors.add(1);
       return fault(ec, fmt::format("damaged SEND from the peer: {}", why));
     }
     return fault(ec, fmt::format("malformed SEND from the peer: {}", why));
@@ -443,7 +473,7 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
   const bool update = h.type == SendType::credit_update;
   if (!(update ? credits_->on_update_arrived() : credits_->on_data_arrived())) {
     drop_recv(ctx);  // SRQ mode: straight back on the SRQ
-    shared_.counters.credit_violations.fetch_add(1, std::memory_order_relaxed);
+    worker_.counters().credit_violations.add(1);
     return fault(errc::out_of_credits,
                  update ? fmt::format("credit violation: the peer sent a credit update with all {} of its update "
                                       "slots still held",
@@ -464,12 +494,12 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
 void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx, const SendHeader& h) {
   const auto* p = reinterpret_cast<const std::uint8_t*>(ctx->buf->data());
   const std::size_t received = std::min<std::size_t>(wc.byte_len, ctx->buf->capacity());
-  shared_.counters.rx_sends.fetch_add(1, std::memory_order_relaxed);
+  worker_.counters().rx_sends.add(1);
   if (!credits_->on_returned(h.credits_returned)) {
     drop_recv(ctx);
     return fault(errc::malformed_frame, "peer returned more credits than it was granted");
   }
-  shared_.counters.credits_returned.fetch_add(h.credits_returned, std::memory_order_relaxed);
+  worker_.counters().credits_returned.add(h.credits_returned);
   bool data_class = true;
   switch (h.type) {
     case SendType::stream:
@@ -571,7 +601,7 @@ void RdmaConnection::drain_inbound() {
 }
 
 void RdmaConnection::feed(BufferList&& bytes) {
-  shared_.counters.rx_bytes.fetch_add(bytes.length(), std::memory_order_relaxed);
+  worker_.counters().rx_bytes.add(bytes.length());
   switch (stream_.feed(std::move(bytes))) {
     case transport::FrameStream::Fed::error:
       return fault(stream_.error(), stream_.error_reason());
@@ -598,7 +628,7 @@ void RdmaConnection::deliver_frames() {
       case proto::FrameDecoder::Status::error:
         return fault(stream_.decoder_error(), std::string(stream_.decoder_error_reason()));
       case proto::FrameDecoder::Status::frame:
-        shared_.counters.rx_messages.fetch_add(1, std::memory_order_relaxed);
+        worker_.counters().rx_messages.add(1);
         handler_->on_frame(std::move(f));
         break;
     }

@@ -25,7 +25,7 @@ class RdmaWorker;
 struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   RdmaOptions opts;
   Provider& provider;
-  RdmaCounters counters;
+  RdmaCounters counters;  // the control path's (any thread, fetch_add); the data path uses its worker's
   std::unique_ptr<Device> device;
   std::unique_ptr<ProtectionDomain> pd;
   std::unique_ptr<PdRegistrar> registrar;

@@ -18,21 +18,17 @@ namespace siphon::rdma {
 
 std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
   std::map<std::string, std::uint64_t> m;
-#define SIPHON_COUNTER(n) m[#n] = n.load(std::memory_order_relaxed);
-  SIPHON_COUNTER(connections_created) SIPHON_COUNTER(connections_active)
-  SIPHON_COUNTER(connections_rejected) SIPHON_COUNTER(qps_created) SIPHON_COUNTER(qps_active)
-  SIPHON_COUNTER(tx_messages) SIPHON_COUNTER(tx_bytes) SIPHON_COUNTER(rx_messages)
-  SIPHON_COUNTER(rx_bytes) SIPHON_COUNTER(tx_sends) SIPHON_COUNTER(rx_sends)
-  SIPHON_COUNTER(credits_granted) SIPHON_COUNTER(credits_spent) SIPHON_COUNTER(credits_returned)
-  SIPHON_COUNTER(credit_updates_sent) SIPHON_COUNTER(credit_stalls) SIPHON_COUNTER(credit_stall_ns)
-  SIPHON_COUNTER(rnr_events) SIPHON_COUNTER(wc_errors) SIPHON_COUNTER(wc_flushed)
-  SIPHON_COUNTER(wc_retry_exceeded) SIPHON_COUNTER(wc_remote_access) SIPHON_COUNTER(wc_other_errors)
-  SIPHON_COUNTER(zero_copy_transfers) SIPHON_COUNTER(zero_copy_bytes) SIPHON_COUNTER(tx_copied_bytes)
-  SIPHON_COUNTER(rdma_reads) SIPHON_COUNTER(transfer_registrations) SIPHON_COUNTER(transfer_windows) SIPHON_COUNTER(send_buffer_stalls) SIPHON_COUNTER(srq_refusals)
-  SIPHON_COUNTER(credit_violations) SIPHON_COUNTER(header_crc_errors)
-  SIPHON_COUNTER(transfer_timeouts)
+#define SIPHON_COUNTER(n) m[#n] = n.load();
+  SIPHON_RDMA_COUNTERS(SIPHON_COUNTER)
 #undef SIPHON_COUNTER
   return m;
+}
+
+RdmaCounters& RdmaCounters::operator+=(const RdmaCounters& o) noexcept {
+#define SIPHON_COUNTER(n) n.add(o.n.load());
+  SIPHON_RDMA_COUNTERS(SIPHON_COUNTER)
+#undef SIPHON_COUNTER
+  return *this;
 }
 
 namespace {
@@ -211,6 +207,10 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   s.recv_pool = std::make_unique<BufferPool>(
       PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, geometry.recv_per_slab, 16, o.enable_hugepage},
       *s.registrar);
+  // The send pool's first slab now, not on the data path: a connection's
+  // first SENDs never wait for the grower thread (buffer_pool.h). On
+  // failure (logged) the pool grows on demand as before.
+  (void)s.send_pool->prefill_slab();
   if (o.support_srq) {
     // One SRQ per worker, ms_async_rdma_receive_queue_len deep (capped by the
     // device), filled from the receive pool when the worker is created.
@@ -306,7 +306,12 @@ void RdmaStack::stop() {
 }
 
 const RdmaOptions& RdmaStack::options() const noexcept { return shared_->opts; }
-const RdmaCounters& RdmaStack::counters() const noexcept { return shared_->counters; }
+RdmaCounters RdmaStack::counters() const {
+  // The control path's block plus every worker's own (counters.h).
+  RdmaCounters sum = shared_->counters;
+  for (const auto& w : shared_->workers) sum += w->counters();
+  return sum;
+}
 const DeviceAttr& RdmaStack::device_attr() const noexcept { return shared_->device->attr(); }
 std::size_t RdmaStack::registered_bytes() const noexcept {
   return shared_->send_pool->registered_bytes() + shared_->recv_pool->registered_bytes();

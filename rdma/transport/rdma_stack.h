@@ -88,7 +88,8 @@ class RdmaStack final : public transport::Stack {
   const RdmaOptions& options() const noexcept;
   // The polling time in effect (ms_async_rdma_polling_us, or auto resolved).
   std::chrono::microseconds polling() const noexcept;
-  const RdmaCounters& counters() const noexcept;
+  // A sum over the workers' blocks (counters.h): a value, not a reference.
+  RdmaCounters counters() const;
   const DeviceAttr& device_attr() const noexcept;
   // Registered (pinned) bytes of the send and receive pools right now.
   std::size_t registered_bytes() const noexcept;

@@ -42,9 +42,9 @@ std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wir
   const std::uint64_t id = next_transfer_id_++;
   const std::size_t len = data.length();
   t.data = data;
-  shared_.counters.zero_copy_transfers.fetch_add(1, std::memory_order_relaxed);
-  shared_.counters.zero_copy_bytes.fetch_add(len, std::memory_order_relaxed);
-  shared_.counters.transfer_registrations.fetch_add(t.mrs.size(), std::memory_order_relaxed);
+  worker_.counters().zero_copy_transfers.add(1);
+  worker_.counters().zero_copy_bytes.add(len);
+  worker_.counters().transfer_registrations.add(t.mrs.size());
   out_transfers_.emplace(id, std::move(t));
   queued_bytes_ += wire.length();
   outq_.push_back(OutItem::stream(wire.slice(0, off)));
@@ -76,7 +76,7 @@ void RdmaConnection::add_binds(std::uint64_t id) {
     batch_.push_back(wr);
     sq_fifo_.push_back(reinterpret_cast<WrCtx*>(wr.wr_id));
   }
-  shared_.counters.transfer_windows.fetch_add(t.mws.size(), std::memory_order_relaxed);
+  worker_.counters().transfer_windows.add(t.mws.size());
 }
 
 // ---------------------------------------------------------------- READs
@@ -93,7 +93,7 @@ bool RdmaConnection::reserve_transfer(InTransfer& t) {
   t.chunks.reserve(n);
   for (const ReadDescriptor& r : t.regions)
     for (std::uint64_t off = 0; off < r.length; off += chunk) {
-      PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
+      PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache(), Growth::background);
       if (buf == nullptr) {
         for (auto& [b, len] : t.chunks) shared_.recv_pool->put(b, &worker_.recv_cache());
         t.chunks.clear();
@@ -111,7 +111,9 @@ void RdmaConnection::issue_reads() {
     InTransfer* t = read_queue_.front();
     if (!t->reserved && !reserve_transfer(*t)) {
       flush_batch();
-      schedule_retry();  // buffers come back as delivered messages are released
+      // Buffers come back as delivered messages are released (or a slab is
+      // added): woken then.
+      wait_for_buffers(*shared_.recv_pool, &RdmaConnection::recv_buffer_wait_);
       return;
     }
     if (t->since == MonoClock::time_point{}) transfer_started(t->since);
@@ -133,7 +135,7 @@ void RdmaConnection::issue_reads() {
       sq_fifo_.push_back(ctx);
       ++t->next_chunk;
       ++t->reads_outstanding;
-      shared_.counters.rdma_reads.fetch_add(1, std::memory_order_relaxed);
+      worker_.counters().rdma_reads.add(1);
       t->next_offset += n;
       if (t->next_offset == r.length) {
         ++t->next_region;

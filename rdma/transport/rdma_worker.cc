@@ -242,7 +242,10 @@ std::size_t RdmaWorker::poll_batch() {
       if (is_srq_ctx(wcs[i].wr_id)) srq_repost(reinterpret_cast<WrCtx*>(wcs[i].wr_id));  // the buffer stays in the SRQ
       continue;
     }
-    std::shared_ptr<RdmaConnection> c = it->second;
+    // One reference for the call (on_completion may remove the connection
+    // from conns_, dropping the map's): the only refcount round trip per
+    // completion; on_completion takes none of its own.
+    const std::shared_ptr<RdmaConnection> c = it->second;
     c->on_completion(wcs[i]);
   }
   return n;

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <future>
 #include <set>
 #include <thread>
 #include <vector>
@@ -114,6 +116,86 @@ TEST(BufferPool, CachesAndCrossThreadReleases) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(pool.buffers_in_use(), 0u);
   EXPECT_LE(pool.buffers_total(), 256u);
+}
+
+// Issue 14 item 8: no registration under the pool's mutex, and none on the
+// data path. The registrar checks, while it registers, that another thread
+// can take the pool's mutex (buffers_in_use() locks it).
+struct ProbingRegistrar : FakeRegistrar {
+  BufferPool* pool = nullptr;
+  std::atomic<int> mutex_free{0}, mutex_held{0};
+  std::thread::id last_thread;
+  std::error_code register_region(void* addr, std::size_t len, RegionKeys& keys) override {
+    last_thread = std::this_thread::get_id();
+    if (pool != nullptr) {
+      auto probe = std::async(std::launch::async, [p = pool] { return p->buffers_in_use(); });
+      // Not a speed assertion: a held mutex never frees (the probe then
+      // finishes after registration, and the count below says so).
+      (probe.wait_for(std::chrono::seconds(10)) == std::future_status::ready ? mutex_free : mutex_held)++;
+    }
+    return FakeRegistrar::register_region(addr, len, keys);
+  }
+};
+
+TEST(BufferPool, RegistrationNeverHoldsTheMutex) {
+  ProbingRegistrar reg;
+  BufferPool pool({"t", 4096, 8, 4, 2, false}, reg);
+  reg.pool = &pool;
+  PoolCache cache(pool);
+  std::vector<PoolBuffer*> got;
+  while (PoolBuffer* b = pool.get(&cache)) got.push_back(b);  // Growth::inline_: registers here
+  EXPECT_EQ(got.size(), 8u);
+  EXPECT_EQ(reg.registered, 2);
+  EXPECT_EQ(reg.mutex_free.load(), 2);
+  EXPECT_EQ(reg.mutex_held.load(), 0);
+  for (PoolBuffer* b : got) pool.put(b, &cache);
+}
+
+TEST(BufferPool, DataPathGrowthIsInTheBackgroundAndWakesTheWaiter) {
+  ProbingRegistrar reg;
+  BufferPool pool({"t", 4096, 8, 4, 2, false}, reg);
+  reg.pool = &pool;
+  PoolCache cache(pool);
+  EXPECT_EQ(pool.get(&cache, Growth::background), nullptr) << "an empty pool never registers on the data path";
+  std::promise<void> woken;
+  pool.notify_on_release([&] { woken.set_value(); });
+  ASSERT_EQ(woken.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready)
+      << "the grower added a slab and woke the waiter";
+  EXPECT_NE(reg.last_thread, std::this_thread::get_id()) << "registered on the grower thread";
+  EXPECT_EQ(reg.mutex_held.load(), 0);
+  PoolBuffer* b = pool.get(&cache, Growth::background);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(pool.buffers_in_use(), 1u);
+  pool.put(b, &cache);
+  EXPECT_EQ(pool.buffers_in_use(), 0u);
+}
+
+TEST(BufferPool, AWaiterIsWokenOnceWhenABufferComesBack) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  PoolCache mine(pool), other(pool);
+  std::vector<PoolBuffer*> got;
+  while (PoolBuffer* b = pool.get(&mine, Growth::background)) got.push_back(b);
+  std::promise<void> grown;
+  pool.notify_on_release([&] { grown.set_value(); });
+  ASSERT_EQ(grown.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
+  while (PoolBuffer* b = pool.get(&mine, Growth::background)) got.push_back(b);
+  ASSERT_EQ(got.size(), 4u) << "at the cap";
+  int wakes = 0;
+  pool.notify_on_release([&] { ++wakes; });
+  EXPECT_EQ(wakes, 0) << "nothing free, nothing to grow: it waits";
+  // Returned through another worker's cache: with a waiter, the buffer goes
+  // to the shared list (not into that cache) and wakes it.
+  pool.put(got.back(), &other);
+  got.pop_back();
+  EXPECT_EQ(wakes, 1);
+  EXPECT_EQ(other.size(), 0u);
+  PoolBuffer* b = pool.get(&mine, Growth::background);
+  ASSERT_NE(b, nullptr) << "the returned buffer is there for the waiter";
+  got.push_back(b);
+  for (PoolBuffer* x : got) pool.put(x, &mine);
+  EXPECT_EQ(wakes, 1) << "woken once";
+  EXPECT_EQ(pool.buffers_in_use(), 0u);
 }
 
 }  // namespace

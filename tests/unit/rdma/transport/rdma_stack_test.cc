@@ -274,5 +274,31 @@ TEST(RdmaStack, ZeroCopyThresholdZeroMeansNeverEvenWithoutData) {
   EXPECT_EQ(p.server->counters().snapshot().at("rdma_reads"), 0u);
 }
 
+// Issue 14 item 8: a connection out of send buffers waits for the pool to
+// wake it (BufferPool::notify_on_release) -- no timer polls. Two buffers for
+// the whole stack, a few hundred 20 KB frames (several SENDs each): every
+// frame arrives, in order, and the sender stalled on the way.
+TEST(RdmaStack, ASendPoolThatRunsDryWakesTheSenderWhenBuffersReturn) {
+  RdmaOptions o = small_options();
+  o.send_buffers = 2;
+  Pair p(o);
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  constexpr std::uint32_t kN = 300;
+  on_worker(*p.cconn, [&] {
+    for (std::uint32_t i = 0; i < kN; ++i) EXPECT_FALSE(p.cconn->send(message(i, 100, 20000)));
+    return 0;
+  });
+  ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() == kN || p.shandler.fault; }, 60s))
+      << p.shandler.frame_count() << " of " << kN;
+  ASSERT_FALSE(p.shandler.get_fault());
+  {
+    std::lock_guard lk(p.shandler.mu);
+    for (std::uint32_t i = 0; i < kN; ++i) ASSERT_TRUE(is_message(p.shandler.frames[i], i, 100, 20000)) << i;
+  }
+  EXPECT_GT(p.client->counters().snapshot().at("send_buffer_stalls"), 0u) << "the pool never ran dry";
+  p.close_main();
+  EXPECT_TRUE(no_leaks(*p.client));
+}
+
 }  // namespace
 }  // namespace siphon::rdma
