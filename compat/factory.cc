@@ -173,6 +173,17 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   return r;
 }
 
+rdma::verbs::VerbsPathOptions verbs_path_options(const Config& cfg) {
+  const rdma::RdmaOptions o = rdma_options(cfg);
+  rdma::verbs::VerbsPathOptions path;
+  path.gid_index = o.gid_idx.value_or(-1);
+  path.local_gid = o.local_gid;
+  path.sl = o.sl;
+  path.dscp = o.dscp >> 2;
+  path.max_path_mtu = narrow<std::uint32_t>(cfg.get<Opt::ms_async_rdma_path_mtu>());
+  return path;
+}
+
 entity_name_t messenger_name(const Config& c) {
   static const std::map<std::string, std::uint8_t> kTypes = {
       {"mon", entity_type::mon}, {"mds", entity_type::mds}, {"osd", entity_type::osd},
@@ -236,12 +247,7 @@ std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
     // The path every rdma_cm connection's QP gets (docs/rdma-verbs.md): the
     // source GID (pinned, or the RoCEv2 GID of the address in use), the SL
     // and the MTU cap. The stack sets the TOS byte per connection itself.
-    rdma::verbs::VerbsPathOptions path;
-    path.gid_index = o.gid_idx.value_or(-1);
-    path.local_gid = o.local_gid;
-    path.sl = o.sl;
-    path.dscp = o.dscp >> 2;
-    path.max_path_mtu = narrow<std::uint32_t>(cfg.get<Opt::ms_async_rdma_path_mtu>());
+    const rdma::verbs::VerbsPathOptions path = verbs_path_options(cfg);
     std::error_code ec;
     owned->provider = rdma::verbs::make_provider(path, ec);
     if (!owned->provider) {

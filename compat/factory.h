@@ -18,6 +18,7 @@
 #include "compat/config.h"
 #include "msgr/api/messenger.h"
 #include "rdma/transport/options.h"
+#include "rdma/verbs/verbs_provider.h"
 
 namespace siphon::compat {
 
@@ -32,6 +33,9 @@ transport::TransportOptions transport_options(const Config& cfg);
 transport::TcpOptions tcp_options(const Config& cfg);
 MessengerOptions messenger_options(const Config& cfg);
 rdma::RdmaOptions rdma_options(const Config& cfg);
+// The path options the verbs provider gets (docs/rdma-verbs.md): a GID pinned
+// by ms_async_rdma_gid_idx / _local_gid, SL, DSCP and ms_async_rdma_path_mtu.
+rdma::verbs::VerbsPathOptions verbs_path_options(const Config& cfg);
 
 // The entity name a Config was loaded for, as the messenger's entity_name_t
 // (osd.3 -> {osd, 3}; a non-numeric id such as client.admin -> num -1).

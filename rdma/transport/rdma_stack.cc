@@ -9,6 +9,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
+#include "rdma/transport/pinned.h"
 #include "rdma/transport/rdma_internal.h"
 
 namespace siphon::rdma {
@@ -222,16 +223,14 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   // (credits + update slots), so pinned receive memory follows the number of
   // connections exactly (docs/rdma-transport.md, Memory); with hugepages a
   // slab is rounded to whole 2 MiB pages, so it takes as many sets as fit.
-  const std::size_t per_slab = std::max<std::size_t>(1, (4u << 20) / o.buffer_size);
-  std::size_t recv_slab = s.recvs_per_qp();
-  if (o.enable_hugepage) {
-    constexpr std::size_t kHuge = 2u << 20;
-    recv_slab = ((recv_slab * o.buffer_size + kHuge - 1) / kHuge * kHuge) / o.buffer_size;
-  }
+  // pool_geometry() (pinned.h) is also what siphon-doctor's memlock check uses.
+  const PoolGeometry geometry = pool_geometry(o);
   s.send_pool = std::make_unique<BufferPool>(
-      PoolConfig{"rdma-send", o.buffer_size, o.send_buffers, per_slab, 16, o.enable_hugepage}, *s.registrar);
+      PoolConfig{"rdma-send", o.buffer_size, o.send_buffers, geometry.send_per_slab, 16, o.enable_hugepage},
+      *s.registrar);
   s.recv_pool = std::make_unique<BufferPool>(
-      PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, recv_slab, 16, o.enable_hugepage}, *s.registrar);
+      PoolConfig{"rdma-recv", o.buffer_size, o.receive_buffers, geometry.recv_per_slab, 16, o.enable_hugepage},
+      *s.registrar);
   if (o.support_srq) {
     // One SRQ per worker, ms_async_rdma_receive_queue_len deep (capped by the
     // device), filled from the receive pool when the worker is created.

@@ -258,11 +258,12 @@ class VerbsProvider final : public Provider {
       ec = errc::no_device;
       return nullptr;
     }
-    const std::string want = name.empty() ? names.front() : std::string(name);
-    if (std::find(names.begin(), names.end(), want) == names.end()) {
+    const std::optional<std::string> chosen = choose_device(name, names);
+    if (!chosen) {
       ec = errc::device_not_found;
       return nullptr;
     }
+    const std::string& want = *chosen;
     std::shared_ptr<ContextRef> ctx = cm_context(want);
     if (ctx) {
       SIPHON_LOG(rdma, 5, "verbs: opened {} through librdmacm (shared with rdma_cm ids)", want);

@@ -367,30 +367,45 @@ std::error_code derive_path(const GidQuery& q, const PortAttr& port, const Verbs
   return {};
 }
 
+std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed) {
+  if (configured.empty()) {
+    if (listed.empty()) return std::nullopt;
+    return listed.front();
+  }
+  if (std::find(listed.begin(), listed.end(), configured) == listed.end()) return std::nullopt;
+  return std::string(configured);
+}
+
+std::error_code path_from_facts(const PortFacts& facts, const NetAddress& local, std::string_view local_netdev,
+                                const VerbsPathOptions& options, VerbsPath& out, std::string& why) {
+  GidQuery q;
+  q.device = facts.device;
+  q.port = facts.port;
+  q.link_layer = facts.attr.link_layer;
+  q.gids = facts.gids;
+  q.gid_tbl_len = facts.attr.gid_tbl_len;
+  q.local = local;
+  q.local_netdev = local_netdev;
+  return derive_path(q, facts.attr, options, out, why);
+}
+
 std::error_code resolve_path(const Device& device, std::uint8_t port, const NetAddress& local,
                              const VerbsPathOptions& options, VerbsPath& out, std::string& why) {
-  const std::string& name = device.attr().name;
-  PortAttr pa;
-  if (auto ec = device.query_port(port, pa))
+  PortFacts facts;
+  facts.device = device.attr().name;
+  facts.port = port;
+  const std::string& name = facts.device;
+  if (auto ec = device.query_port(port, facts.attr))
     return fail(ec, why,
                 fmt::format("cannot query port {} of {}: {} (the device has {} port(s); set "
                             "ms_async_rdma_port_num)",
                             port, name, ec.message(), device.attr().phys_port_cnt));
-  std::vector<GidEntry> gids;
-  if (auto ec = device.query_gids(port, gids))
+  if (auto ec = device.query_gids(port, facts.gids))
     return fail(ec, why,
                 fmt::format("cannot read the GID table of {} port {}: {}", name, port, ec.message()));
   const std::string netdev =
       local.is_unspecified() || local.is_any() ? std::string() : netdev_for_address(local);
-  GidQuery q;
-  q.device = name;
-  q.port = port;
-  q.link_layer = pa.link_layer;
-  q.gids = gids;
-  q.gid_tbl_len = pa.gid_tbl_len;
-  q.local = local;
-  q.local_netdev = netdev;
-  return derive_path(q, pa, options, out, why);
+  return path_from_facts(facts, local, netdev, options, out, why);
 }
 
 // ---------------------------------------------------- rdma-cm connections

@@ -124,6 +124,29 @@ std::error_code derive_path(const GidQuery& query, const PortAttr& port,
 std::error_code resolve_path(const Device& device, std::uint8_t port, const NetAddress& local,
                              const VerbsPathOptions& options, VerbsPath& out, std::string& why);
 
+// ------------------------------------------------- selection from facts
+// The pure choices of the provider over plain data, so that siphon-doctor
+// makes them over facts read from a sysfs tree with the same code
+// (tools/doctor, docs/doctor.md).
+
+// The device ms_async_rdma_device_name selects among `listed` (the
+// provider's list, in its order): the named one, or the first when the name
+// is empty. nullopt when there is none (no device, or the named one absent).
+std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed);
+
+// What path selection knows of one port.
+struct PortFacts {
+  std::string device;  // "rxe0"
+  std::uint8_t port = 1;
+  PortAttr attr;
+  std::vector<GidEntry> gids;  // valid entries, by index
+};
+
+// derive_path() over `facts` for the local address `local`, owned by the
+// interface `local_netdev` ("" = unknown or no address).
+std::error_code path_from_facts(const PortFacts& facts, const NetAddress& local, std::string_view local_netdev,
+                                const VerbsPathOptions& options, VerbsPath& out, std::string& why);
+
 // ------------------------------------------- rdma-cm connections (per QP)
 
 // The path attributes of an RC QP connected through rdma-cm: what

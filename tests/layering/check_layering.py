@@ -37,6 +37,15 @@ LAYERS = {
     "siphon_objd_core": (["tools/objd/store.h", "tools/objd/store.cc", "tools/objd/server.h",
                           "tools/objd/server.cc"], ["siphon_objd_proto"]),
     "siphon_objd": (["tools/objd"], ["siphon_objd_core", "siphon_compat"]),
+    # siphon-doctor's facts, checks and report: the verbs provider's pure
+    # selection and the stack's pinned-memory formula, no messenger.
+    "siphon_doctor_core": (["tools/doctor/facts.h", "tools/doctor/facts.cc", "tools/doctor/checks.h",
+                            "tools/doctor/checks.cc", "tools/doctor/report.h", "tools/doctor/report.cc"],
+                           ["siphon_rdma_verbs", "siphon_rdma_transport"]),
+    # --peer / --listen run siphon-bench's client and server.
+    "siphon_doctor_peer": (["tools/doctor/peer.h", "tools/doctor/peer.cc"],
+                           ["siphon_doctor_core", "siphon_bench_run"]),
+    "siphon_doctor": (["tools/doctor"], ["siphon_doctor_peer", "siphon_compat"]),
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
                           "tools/bench/stack.cc", "tools/bench/main.cc", "tools/bench/objd_run.h",

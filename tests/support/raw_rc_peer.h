@@ -10,10 +10,16 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstring>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <thread>
 #include <vector>
 
+#include "msgr/proto/frame.h"
 #include "rdma/provider.h"
 #include "rdma/transport/credits.h"
 #include "rdma/transport/wire.h"
@@ -118,6 +124,70 @@ class RawRcPeer {
     return qp_->post_send({&wr, 1}, nullptr);
   }
 
+  // The next completion matching `want` within `t`, or nullopt. Completions
+  // polled meanwhile that do not match stay queued for later calls.
+  std::optional<rdma::Wc> await(const std::function<bool(const rdma::Wc&)>& want,
+                                std::chrono::milliseconds t = std::chrono::seconds(10)) {
+    const auto end = std::chrono::steady_clock::now() + t;
+    for (;;) {
+      for (auto it = seen_.begin(); it != seen_.end(); ++it)
+        if (want(*it)) {
+          const rdma::Wc wc = *it;
+          seen_.erase(it);
+          return wc;
+        }
+      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
+      rdma::Wc wc[16];
+      const std::size_t n = cq_->poll(wc);
+      seen_.insert(seen_.end(), wc, wc + n);
+      if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+
+  // How a SEND's completion is judged. `flushed_too`: a flushed SEND counts
+  // as sent, for lies that make the server READ from us: our responder
+  // rejects the READ, our QP goes to ERR and can flush the SEND's completion
+  // before its ACK is seen, though the server received it.
+  enum class Flushed : bool { fails, counts_as_sent };
+
+  // One signaled SEND of exactly `bytes`, copied to offset `off`; waits for
+  // its completion.
+  ::testing::AssertionResult send_bytes_at(std::size_t off, std::span<const std::uint8_t> bytes,
+                                           Flushed flushed = Flushed::fails) {
+    std::memcpy(at(off), bytes.data(), bytes.size());
+    const std::uint64_t id = next_wr_id();
+    if (const auto ec = post_send(off, static_cast<std::uint32_t>(bytes.size()), id))
+      return ::testing::AssertionFailure() << "post_send: " << ec.message();
+    const auto wc = await([id](const rdma::Wc& w) { return w.wr_id == id; });
+    if (!wc) return ::testing::AssertionFailure() << "no send completion";
+    if (wc->status == rdma::WcStatus::success ||
+        (flushed == Flushed::counts_as_sent && wc->status == rdma::WcStatus::flushed))
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << rdma::to_string(wc->status);
+  }
+  // One SEND of the stack's header `h` then `payload`, from offset `off`.
+  ::testing::AssertionResult send_at(std::size_t off, const rdma::SendHeader& h,
+                                     std::span<const std::uint8_t> payload = {},
+                                     Flushed flushed = Flushed::fails) {
+    std::vector<std::uint8_t> bytes(rdma::SendHeader::kSize + payload.size());
+    h.encode(bytes.data());
+    if (!payload.empty()) std::memcpy(bytes.data() + rdma::SendHeader::kSize, payload.data(), payload.size());
+    return send_bytes_at(off, bytes, flushed);
+  }
+  // Our msgr2 banner as the stack's stream bytes, from offset `off`.
+  ::testing::AssertionResult send_banner_at(std::size_t off) {
+    const BufferList b = proto::encode_banner(proto::Banner{});
+    std::vector<std::uint8_t> bytes(b.length());
+    b.copy_out(0, bytes.size(), bytes.data());
+    rdma::SendHeader h;
+    h.type = rdma::SendType::stream;
+    h.length = static_cast<std::uint32_t>(bytes.size());
+    return send_at(off, h, bytes);
+  }
+
+  // A wr_id for a SEND or READ of ours, never a receive slot's.
+  std::uint64_t next_wr_id() { return next_wr_id_++; }
+
   std::uint8_t* at(std::size_t off) { return mem_.data() + off; }
   // The receive buffer of `slot`.
   const std::uint8_t* slot_data(std::uint32_t slot) const { return mem_.data() + slot_offset(slot); }
@@ -160,6 +230,9 @@ class RawRcPeer {
   std::vector<std::uint8_t> mem_;
   std::unique_ptr<rdma::MemoryRegion> mr_;
   rdma::ConnectInfo server_;
+  std::deque<rdma::Wc> seen_;  // polled, not yet awaited
+  // Our SENDs' and READs' wr_ids, far above the receive slots' (wr_id = slot number).
+  std::uint64_t next_wr_id_ = std::uint64_t{1} << 32;
 };
 
 }  // namespace siphon::test

@@ -30,7 +30,13 @@ int sockopt(const ConnectionRef& c, int level, int name) {
   });
 }
 
-TEST_F(TcpTest, ConnectAcceptAndExchangeIPv4) {
+TEST_F(TcpFixture, ConnectAcceptAndExchangeIPv4) {
+  // This one listens in a port range (the others take an ephemeral port),
+  // to check that the listener takes its port from [min, max].
+  TcpOptions so = test_options();
+  so.bind_port_min = 20000;
+  so.bind_port_max = 29999;
+  make_stacks(so, test_options());
   const auto addr = listen();
   ASSERT_TRUE(addr);
   EXPECT_TRUE(addr->is_ipv4());

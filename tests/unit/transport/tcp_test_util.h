@@ -132,8 +132,12 @@ class Recorder : public ConnectionHandler {
 inline TcpOptions test_options(std::size_t threads = 2) {
   TcpOptions o;
   o.common.async_op_threads = threads;
-  o.bind_port_min = 20000;  // away from the ephemeral range
-  o.bind_port_max = 29999;
+  // Port 0 on both ends: the kernel picks a free ephemeral port, so test
+  // processes running in parallel (ctest -j, several build trees) never
+  // share a port. A fixed range made a test that connects to a closed
+  // listener's port reach another process's listener that had taken it.
+  o.bind_port_min = 0;
+  o.bind_port_max = 0;
   o.bind_retry_count = 0;
   return o;
 }

@@ -28,34 +28,16 @@ class RawPeer : public RawRcPeer {
   explicit RawPeer(Provider& prov)
       : RawRcPeer(prov, {kRecvSize * (2 + kCredits + kUpdateSlots), 2 * kRecvSize, kRecvSize, kCredits}) {}
 
-  // Sends one SEND: `h` then `payload`, from page 1 of the memory.
+  // One SEND of `h` then `payload` (or of exactly `bytes`), from page 1 of
+  // the memory. A flushed completion counts as sent: a lie like a bogus rkey
+  // makes the server READ from us and our QP can flush the SEND before its
+  // ACK is seen; the server received it either way, and its fault is
+  // checked next.
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
-    std::vector<std::uint8_t> bytes(SendHeader::kSize + payload.size());
-    h.encode(bytes.data());
-    if (!payload.empty()) std::memcpy(bytes.data() + SendHeader::kSize, payload.data(), payload.size());
-    return send_bytes(bytes);
+    return send_at(kRecvSize, h, payload, Flushed::counts_as_sent);
   }
-  // Sends one SEND of exactly `bytes`.
   ::testing::AssertionResult send_bytes(std::span<const std::uint8_t> bytes) {
-    std::memcpy(at(kRecvSize), bytes.data(), bytes.size());
-    if (const auto ec = post_send(kRecvSize, static_cast<std::uint32_t>(bytes.size()), 1000))
-      return ::testing::AssertionFailure() << "post_send: " << ec.message();
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    Wc wc[16];
-    while (std::chrono::steady_clock::now() < end) {
-      const std::size_t n = cq().poll(wc);
-      for (std::size_t i = 0; i < n; ++i)
-        // Flushed counts as told: a lie like a bogus rkey makes the server
-        // READ from us, our responder rejects it and our QP goes to ERR, which
-        // can flush this SEND's completion before its ACK is seen -- the
-        // server received it either way, and its fault is checked next.
-        if (wc[i].wr_id == 1000)
-          return wc[i].status == WcStatus::success || wc[i].status == WcStatus::flushed
-                     ? ::testing::AssertionSuccess()
-                                                    : ::testing::AssertionFailure() << to_string(wc[i].status);
-      std::this_thread::sleep_for(1ms);
-    }
-    return ::testing::AssertionFailure() << "no send completion";
+    return send_bytes_at(kRecvSize, bytes, Flushed::counts_as_sent);
   }
 };
 

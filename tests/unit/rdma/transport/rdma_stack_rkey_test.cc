@@ -19,8 +19,6 @@
 #include <cstdlib>
 
 #include <cstring>
-#include <deque>
-#include <functional>
 
 #include "msgr/proto/frame.h"
 #include "raw_rc_peer.h"
@@ -52,46 +50,10 @@ class Peer : public RawRcPeer {
       : RawRcPeer(prov, {kRecvOff + std::size_t{kRecvSize} * (kCredits + kUpdateSlots), kRecvOff, kRecvSize,
                          kCredits, kUpdateSlots, static_cast<std::uint32_t>(kData)}) {}
 
-  // The next completion matching `want` (others stay queued), or nullopt.
-  std::optional<Wc> await(const std::function<bool(const Wc&)>& want, std::chrono::milliseconds t = 10s) {
-    const auto end = std::chrono::steady_clock::now() + t;
-    for (;;) {
-      for (auto it = seen_.begin(); it != seen_.end(); ++it)
-        if (want(*it)) {
-          const Wc wc = *it;
-          seen_.erase(it);
-          return wc;
-        }
-      if (std::chrono::steady_clock::now() >= end) return std::nullopt;
-      Wc wc[16];
-      const std::size_t n = cq().poll(wc);
-      seen_.insert(seen_.end(), wc, wc + n);
-      if (n == 0) std::this_thread::sleep_for(1ms);
-    }
-  }
-
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
-    h.encode(at(kSendOff));
-    if (!payload.empty()) std::memcpy(at(kSendOff) + SendHeader::kSize, payload.data(), payload.size());
-    const std::uint64_t id = next_id_++;
-    if (const auto ec = post_send(kSendOff, static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), id))
-      return ::testing::AssertionFailure() << "post_send: " << ec.message();
-    const auto wc = await([id](const Wc& w) { return w.wr_id == id; });
-    if (!wc) return ::testing::AssertionFailure() << "no send completion";
-    if (wc->status != WcStatus::success) return ::testing::AssertionFailure() << to_string(wc->status);
-    return ::testing::AssertionSuccess();
+    return send_at(kSendOff, h, payload);
   }
-
-  // Our msgr2 banner, as the stack's stream bytes.
-  ::testing::AssertionResult send_banner() {
-    const BufferList b = proto::encode_banner(proto::Banner{});
-    std::vector<std::uint8_t> bytes(b.length());
-    b.copy_out(0, bytes.size(), bytes.data());
-    SendHeader h;
-    h.type = SendType::stream;
-    h.length = static_cast<std::uint32_t>(bytes.size());
-    return send(h, bytes);
-  }
+  ::testing::AssertionResult send_banner() { return send_banner_at(kSendOff); }
 
   // Waits for the server's next read_request; returns its id and regions.
   ::testing::AssertionResult next_read_request(std::uint64_t& id, std::vector<ReadDescriptor>& regions) {
@@ -114,16 +76,12 @@ class Peer : public RawRcPeer {
 
   // READs `d` (at most kData bytes) into kReadOff; the completion's status.
   WcStatus read(const ReadDescriptor& d, std::uint32_t len) {
-    const std::uint64_t id = next_id_++;
+    const std::uint64_t id = next_wr_id();
     std::memset(at(kReadOff), 0, len);
     if (post_read(kReadOff, len, d.addr, d.rkey, id)) return WcStatus::general_error;
     const auto wc = await([id](const Wc& w) { return w.wr_id == id; });
     return wc ? wc->status : WcStatus::general_error;
   }
-
- private:
-  std::deque<Wc> seen_;
-  std::uint64_t next_id_ = 1000;
 };
 
 // The rxe device inside the guest (nullptr on the host: the soft fabric).

@@ -39,35 +39,10 @@ class Peer : public RawRcPeer {
       : RawRcPeer(prov, {kRecvOff + std::size_t{kRecvSize} * (kCredits + kUpdateSlots), kRecvOff, kRecvSize,
                          kCredits, kUpdateSlots, /*max_read=*/1u << 20}) {}
 
-  // One SEND of `h` and `payload` from the send buffer; waits for its completion.
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
-    std::uint8_t* p = at(kSendOff);
-    h.encode(p);
-    if (!payload.empty()) std::memcpy(p + SendHeader::kSize, payload.data(), payload.size());
-    if (const auto ec = post_send(kSendOff, static_cast<std::uint32_t>(SendHeader::kSize + payload.size()), 7))
-      return ::testing::AssertionFailure() << "post_send: " << ec.message();
-    const auto end = std::chrono::steady_clock::now() + 10s;
-    Wc wc[16];
-    while (std::chrono::steady_clock::now() < end) {
-      const std::size_t n = cq().poll(wc);
-      for (std::size_t i = 0; i < n; ++i)
-        if (wc[i].wr_id == 7)
-          return wc[i].status == WcStatus::success ? ::testing::AssertionSuccess()
-                                                   : ::testing::AssertionFailure() << to_string(wc[i].status);
-      std::this_thread::sleep_for(1ms);
-    }
-    return ::testing::AssertionFailure() << "no send completion";
+    return send_at(kSendOff, h, payload);
   }
-  // Our msgr2 banner, as stream bytes.
-  ::testing::AssertionResult send_banner() {
-    BufferList b = proto::encode_banner(proto::Banner{});
-    std::vector<std::uint8_t> bytes(b.length());
-    b.copy_out(0, bytes.size(), bytes.data());
-    SendHeader h;
-    h.type = SendType::stream;
-    h.length = static_cast<std::uint32_t>(bytes.size());
-    return send(h, bytes);
-  }
+  ::testing::AssertionResult send_banner() { return send_banner_at(kSendOff); }
 };
 
 RdmaOptions timeout_options(std::uint8_t ack_timeout) {
