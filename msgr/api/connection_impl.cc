@@ -118,7 +118,7 @@ void ConnectionImpl::connect_attempt() {
 
 void ConnectionImpl::attach(transport::ConnectionRef conn) {
   SIPHON_ASSERT_ON_WORKER(owner());
-  link_ = std::make_shared<Link>(ConnectionImplRef(this));
+  link_ = std::make_shared<TransportLink>(ConnectionImplRef(this));
   conn_ = std::move(conn);
   if (paused_) conn_->pause_receive(true);
   conn_->start(*link_, my_banner());
@@ -130,7 +130,7 @@ void ConnectionImpl::detach_transport() {
     if (conn_) conn_->close();
     // The link may be on the stack of the callback that got us here: release
     // it later, on the worker.
-    std::shared_ptr<Link> l = std::move(link_);
+    std::shared_ptr<TransportLink> l = std::move(link_);
     conn_.reset();
     owner().post([l] {});
   }
@@ -145,7 +145,7 @@ proto::Banner ConnectionImpl::my_banner() const {
   return mine;
 }
 
-void ConnectionImpl::on_established(Link* link, const proto::Negotiated& n) {
+void ConnectionImpl::on_established(TransportLink* link, const proto::Negotiated& n) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
   if (client_hs_) {
@@ -156,7 +156,7 @@ void ConnectionImpl::on_established(Link* link, const proto::Negotiated& n) {
   }
 }
 
-void ConnectionImpl::on_frame(Link* link, proto::Frame&& f) {
+void ConnectionImpl::on_frame(TransportLink* link, proto::Frame&& f) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
   ++activity_;
@@ -173,7 +173,7 @@ void ConnectionImpl::on_frame(Link* link, proto::Frame&& f) {
   }
 }
 
-void ConnectionImpl::on_fault(Link* link, const transport::Fault& f) {
+void ConnectionImpl::on_fault(TransportLink* link, const transport::Fault& f) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
   // The transport's frame decoder rejected a frame: its bytes were damaged
@@ -183,7 +183,7 @@ void ConnectionImpl::on_fault(Link* link, const transport::Fault& f) {
   fault(f.code, f.reason);
 }
 
-void ConnectionImpl::on_writable(Link* link) {
+void ConnectionImpl::on_writable(TransportLink* link) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
   flush();

@@ -32,7 +32,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "msgr/api/connection.h"
-#include "msgr/api/core.h"
+#include "msgr/api/messenger_core.h"
 #include "msgr/session/handshake.h"
 #include "msgr/session/backoff.h"
 #include "msgr/session/decide.h"
@@ -45,7 +45,7 @@ struct MessageSeqTraits {
   static void set_seq(MessageRef& m, std::uint64_t s) noexcept { m->header().seq = s; }
 };
 
-class Link;  // transport::ConnectionHandler forwarding to the current owner
+class TransportLink;  // transport::ConnectionHandler forwarding to the current owner
 
 class ConnectionImpl final : public Connection {
  public:
@@ -83,11 +83,11 @@ class ConnectionImpl final : public Connection {
   std::uint64_t undispatched_bytes() const noexcept { return undispatched_.load(std::memory_order_acquire); }
   transport::Worker& owner() const noexcept { return *owner_.load(std::memory_order_acquire); }
 
-  // --- transport events (on the owner, via Link) ---
-  void on_established(Link* link, const proto::Negotiated& n);
-  void on_frame(Link* link, proto::Frame&& f);
-  void on_fault(Link* link, const transport::Fault& fault);
-  void on_writable(Link* link);
+  // --- transport events (on the owner, via TransportLink) ---
+  void on_established(TransportLink* link, const proto::Negotiated& n);
+  void on_frame(TransportLink* link, proto::Frame&& f);
+  void on_fault(TransportLink* link, const transport::Fault& fault);
+  void on_writable(TransportLink* link);
 
  private:
   friend class MessengerCore;
@@ -177,7 +177,7 @@ class ConnectionImpl final : public Connection {
   EntityAddrVec target_addrs_;   // what we dial (outgoing, or the peer's address once known)
   AddrKey key_;                  // our entry in the session table
   bool registered_ = false;
-  std::shared_ptr<Link> link_;
+  std::shared_ptr<TransportLink> link_;
   transport::ConnectionRef conn_;
   std::optional<session::ClientHandshake> client_hs_;
   std::optional<session::ServerHandshake> server_hs_;
@@ -216,9 +216,9 @@ class ConnectionImpl final : public Connection {
 
 namespace siphon::detail {
 
-class Link final : public transport::ConnectionHandler {
+class TransportLink final : public transport::ConnectionHandler {
  public:
-  explicit Link(ConnectionImplRef o) : owner(std::move(o)) {}
+  explicit TransportLink(ConnectionImplRef o) : owner(std::move(o)) {}
   void on_established(const proto::Negotiated& n) override {
     if (auto o = owner) o->on_established(this, n);
   }

@@ -6,7 +6,7 @@
 #include <random>
 
 #include "msgr/api/connection_impl.h"
-#include "msgr/api/core.h"
+#include "msgr/api/messenger_core.h"
 #include "msgr/base/log.h"
 
 namespace siphon {

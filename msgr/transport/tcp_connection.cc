@@ -61,7 +61,8 @@ TcpConnection::TcpConnection(std::shared_ptr<TcpWorker> worker, std::shared_ptr<
       client_(client),
       serial_(shared_->next_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(client ? State::connecting : State::idle),
-      injector_(shared_->opts.common.inject, shared_->seed, serial_, &shared_->counters) {
+      injector_(shared_->opts.common.inject, shared_->seed, serial_, &shared_->counters),
+      stream_(shared_->opts.common.frame_limits) {
   worker_->add_load();
 }
 
@@ -149,67 +150,43 @@ void TcpConnection::start(ConnectionHandler& handler, const proto::Banner& mine)
   assert_on_worker();
   if (state_ != State::idle) return;  // started twice, or already closed
   handler_ = &handler;
-  mine_ = mine;
+  stream_.set_mine(mine);
   state_ = State::banner;
   // Both sides send at once; nothing waits for the peer's banner.
   enqueue(proto::encode_banner(mine));
   schedule_flush();
-  read_banner_prefix();
+  read_banner();
 }
 
-void TcpConnection::read_banner_prefix() {
-  boost::asio::async_read(socket_, boost::asio::buffer(banner_prefix_),
+// The peer's banner is read exactly (its prefix, then the payload length it
+// names), so every byte after it is read by start_read() into frame segments.
+void TcpConnection::read_banner() {
+  banner_rx_.resize(stream_.banner_bytes_wanted());
+  boost::asio::async_read(socket_, boost::asio::buffer(banner_rx_),
                           [self = self()](const boost::system::error_code& ec, std::size_t n) {
-                            self->on_banner_prefix(ec, n);
+                            self->on_banner_bytes(ec, n);
                           });
 }
 
-void TcpConnection::on_banner_prefix(const boost::system::error_code& ec, std::size_t n) {
+void TcpConnection::on_banner_bytes(const boost::system::error_code& ec, std::size_t n) {
   if (!read_completed(State::banner, ec, n, "banner read")) return;
-  // Checks the magic (naming msgr1 peers) and the payload length bounds.
-  const proto::BannerResult r =
-      proto::decode_banner(BufferList::copy_of(banner_prefix_.data(), banner_prefix_.size()));
-  if (r.error) return fault(r.error, r.reason);
-  const std::size_t payload = std::to_integer<std::size_t>(banner_prefix_[8]) |
-                              (std::to_integer<std::size_t>(banner_prefix_[9]) << 8);
-  banner_payload_.resize(payload);
-  boost::asio::async_read(socket_, boost::asio::buffer(banner_payload_),
-                          [self = self()](const boost::system::error_code& pec, std::size_t got) {
-                            self->on_banner_payload(pec, got);
-                          });
-}
-
-void TcpConnection::on_banner_payload(const boost::system::error_code& ec, std::size_t n) {
-  if (!read_completed(State::banner, ec, n, "banner read")) return;
-  BufferList whole = BufferList::copy_of(banner_prefix_.data(), banner_prefix_.size());
-  whole.append(banner_payload_.data(), banner_payload_.size());
-  const proto::BannerResult r = proto::decode_banner(whole);
-  if (r.error) return fault(r.error, r.reason);
-  if (r.consumed != whole.length()) return fault(errc::bad_banner, "banner length inconsistent");
-  banner_payload_ = {};
-  const auto negotiated = proto::negotiate(mine_, r.banner);
-  if (!negotiated) {
-    const bool peer_lacks = (mine_.required & r.banner.supported) != mine_.required;
-    return fault(errc::unsupported_protocol,
-                 peer_lacks ? fmt::format("peer lacks required msgr2 features (peer supports "
-                                          "{:#x}, we require {:#x})",
-                                          r.banner.supported, mine_.required)
-                            : fmt::format("peer requires msgr2 features we lack (peer requires "
-                                          "{:#x}, we support {:#x})",
-                                          r.banner.required, mine_.supported));
+  switch (stream_.feed(BufferList::copy_of(banner_rx_.data(), n))) {
+    case FrameStream::Fed::error:
+      return fault(stream_.error(), stream_.error_reason());
+    case FrameStream::Fed::more:
+      return read_banner();
+    case FrameStream::Fed::established:
+      banner_rx_ = {};
+      return establish(stream_.negotiated());
   }
-  establish(*negotiated);
 }
 
 void TcpConnection::establish(const proto::Negotiated& n) {
   state_ = State::established;
-  decoder_.emplace(n.rev, shared_->opts.common.frame_limits);
   SIPHON_LOG(transport, 5, "tcp conn {}: established with {} (msgr2 rev{}, peer supports {:#x})",
              serial_, peer_.to_string(), static_cast<int>(n.rev), n.peer.supported);
   // Frames sent before the revision was known go out first, in order.
-  for (const proto::Frame& f : early_) enqueue(proto::encode_frame(f, n.rev));
-  early_.clear();
-  early_bytes_ = 0;
+  for (const proto::Frame& f : stream_.take_early()) enqueue(proto::encode_frame(f, n.rev));
   schedule_flush();
   handler_->on_established(n);
   deliver_frames();
@@ -222,7 +199,7 @@ void TcpConnection::establish(const proto::Negotiated& n) {
 void TcpConnection::io_fault(const boost::system::error_code& ec, std::string_view op) {
   if (ec == boost::asio::error::operation_aborted || state_ == State::closed) return;
   if (ec == boost::asio::error::eof) {
-    if (decoder_ && decoder_->buffered() > 0)
+    if (stream_.buffered() > 0)
       return fault(errc::truncated, "peer closed the connection inside a frame");
     if (state_ == State::banner)
       return fault(errc::connection_reset, "peer closed the connection during the banner exchange");
@@ -261,11 +238,9 @@ void TcpConnection::shutdown() noexcept {
   // Memory a pending operation may still use (the batch being written, the
   // segment being read into) is released when that operation completes.
   tx_queue_.clear();
-  early_.clear();
   held_.reset();
-  decoder_.reset();
+  stream_.reset();
   queued_bytes_ = 0;
-  early_bytes_ = 0;
   worker_->drop_load();
   worker_->remove(this);
 }

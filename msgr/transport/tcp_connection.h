@@ -28,6 +28,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "msgr/transport/fault_injection.h"
+#include "msgr/transport/frame_stream.h"
 #include "msgr/transport/options.h"
 #include "msgr/transport/transport.h"
 
@@ -117,7 +118,7 @@ class TcpConnection final : public Connection {
   std::error_code send(proto::Frame&& frame) override;
   std::size_t queued_bytes() const noexcept override {
     assert_on_worker();
-    return queued_bytes_ + early_bytes_;
+    return queued_bytes_ + stream_.early_bytes();
   }
   void pause_receive(bool paused) override;
   void close() override;
@@ -147,9 +148,8 @@ class TcpConnection final : public Connection {
   void learn_addresses();
 
   // Setup and banner (tcp_connection.cc).
-  void read_banner_prefix();
-  void on_banner_prefix(const boost::system::error_code& ec, std::size_t n);
-  void on_banner_payload(const boost::system::error_code& ec, std::size_t n);
+  void read_banner();
+  void on_banner_bytes(const boost::system::error_code& ec, std::size_t n);
   void establish(const proto::Negotiated& n);
   void io_fault(const boost::system::error_code& ec, std::string_view op);
   void fault(std::error_code code, std::string_view reason);
@@ -184,12 +184,12 @@ class TcpConnection final : public Connection {
   TcpConnectionStats stats_;
 
   // Banner exchange.
-  proto::Banner mine_{};
-  std::array<std::byte, proto::Banner::kPrefixSize> banner_prefix_{};
-  std::vector<std::byte> banner_payload_;
+  // The byte stream: the peer's banner, then frames; frames sent before the
+  // banners decided the revision (FrameStream, shared with the RDMA stack).
+  FrameStream stream_;
+  std::vector<std::byte> banner_rx_;  // the banner bytes being read
 
   // Receive side.
-  std::optional<proto::FrameDecoder> decoder_;
   BufferPtr rx_hold_;         // our reference to the segment reads go into
   std::size_t rx_used_ = 0;   // bytes of it already read
   bool reading_ = false;
@@ -199,8 +199,6 @@ class TcpConnection final : public Connection {
   std::optional<proto::Frame> held_;      // the frame it holds back
 
   // Send side.
-  std::vector<proto::Frame> early_;       // sent before `established`
-  std::size_t early_bytes_ = 0;
   std::vector<BufferList> tx_queue_;      // encoded, waiting for the next batch
   std::vector<BufferList> tx_inflight_;   // the batch being written
   std::vector<boost::asio::const_buffer> iov_;

@@ -33,13 +33,12 @@ std::error_code TcpConnection::send(proto::Frame&& frame) {
   if (state_ == State::closed) return errc::not_connected;
   ++stats_.frames_sent;
   if (state_ == State::established) {
-    enqueue(proto::encode_frame(frame, decoder_->rev()));
+    enqueue(proto::encode_frame(frame, stream_.rev()));
     schedule_flush();
   } else {
     // The revision is decided by the banners: encode once it is known. rev0
     // is the longer encoding, so the estimate never under-reports.
-    early_bytes_ += proto::encoded_length(frame, proto::FrameRev::rev0);
-    early_.push_back(std::move(frame));
+    stream_.hold_early(std::move(frame));
   }
   if (queued_bytes() > shared_->opts.common.send_queue_high_water) backpressure_ = true;
   return {};
@@ -129,7 +128,7 @@ void TcpConnection::start_read() {
   // wants (up to a chunk); otherwise start a segment sized for the pending
   // frame, so a large segment arrives (mostly) contiguous and uncopied.
   const std::size_t chunk = shared_->opts.tcp_read_chunk;
-  const std::size_t want = std::max<std::size_t>(decoder_->bytes_wanted(), 1);
+  const std::size_t want = std::max<std::size_t>(stream_.bytes_wanted(), 1);
   Segment* seg = rx_hold_.segment();
   std::size_t room = seg != nullptr ? seg->capacity() - rx_used_ : 0;
   if (room < std::min(want, chunk)) {
@@ -171,7 +170,7 @@ void TcpConnection::on_read(const boost::system::error_code& ec, std::size_t n) 
   BufferList bytes;
   bytes.append(BufferPtr(rx_hold_.segment(), rx_used_, n));
   rx_used_ += n;
-  decoder_->feed(std::move(bytes));
+  (void)stream_.feed(std::move(bytes));  // after the banner: to the decoder
   deliver_frames();
   start_read();
 }
@@ -184,10 +183,10 @@ void TcpConnection::deliver_frames() {
       frame = std::move(*held_);
       held_.reset();
     } else {
-      const auto status = decoder_->next(frame);
+      const auto status = stream_.next(frame);
       if (status == proto::FrameDecoder::Status::need_more) return;
       if (status == proto::FrameDecoder::Status::error)
-        return fault(decoder_->error(), std::string(decoder_->error_reason()));
+        return fault(stream_.decoder_error(), std::string(stream_.decoder_error_reason()));  // a copy: fault() resets the stream
       if (frame.tag == proto::Tag::message) {
         const auto delay = injector_.message_delay();
         if (delay.count() > 0) {

@@ -13,6 +13,8 @@
 //    table (under its mutex); everything else goes through Engine::call().
 #pragma once
 
+#include <sys/uio.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -44,7 +46,8 @@ using TimePoint = Clock::time_point;
 struct Counters {
   std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
       link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
-      cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0};
+      cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0}, same_host_reads{0},
+      same_host_refused{0};
   std::atomic<std::uint64_t> mrs_live{0}, qps_live{0};  // gauges
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.fetch_add(n, std::memory_order_relaxed);
@@ -330,6 +333,7 @@ struct Fabric {
   SoftOptions options;
   Counters counters;
   std::vector<std::unique_ptr<DeviceCore>> devices;
+  std::atomic<bool> refusal_logged{false};  // the same-host copy refusal is logged once
   std::unique_ptr<Engine> engine;  // last member built, first destroyed
 };
 
@@ -367,6 +371,7 @@ struct RxSink {
   std::uint32_t key = 0;
   std::uint32_t need = 0;      // mr: access the target must grant
   std::uint32_t qpn = 0;       // mr: the responder QP (memory windows)
+  std::uint64_t remote = 0;    // scatter of a READ response: the READ's remote address
   bool failed = false;         // a protection fault while placing
 };
 
@@ -426,6 +431,10 @@ class Link final : public Handler {
   QpCore* qp = nullptr;
   CmCore* cm = nullptr;
   std::uint32_t peer_qpn = 0;  // responder: from the HELLO
+  // Requester: the responder's process, once its HELLO_ACK offered the
+  // same-host copy and the probe read its value back (link.cc).
+  bool same_host = false;
+  int peer_pid = 0;
   bool tx_queued = false;      // in Engine::tx_pending_
   bool want_write = false;     // blocked until EPOLLOUT
   TxSource tx_src;
@@ -442,6 +451,8 @@ class Link final : public Handler {
   void maybe_corrupt(std::uint64_t at, std::size_t n) noexcept;  // FaultPlan::corrupt_data
   void message_done() noexcept;
   void on_hello();
+  void on_hello_ack();
+  bool pull_read_response() noexcept;  // false: the copy failed, the link is closed
   bool write_out() noexcept;
   void protocol_error(const char* what);
 
@@ -457,6 +468,7 @@ class Link final : public Handler {
   std::uint32_t rx_done_ = 0;
   RxSink sink_;
   std::vector<std::uint8_t> small_;  // control payloads (HELLO, CM) gathered here
+  std::vector<iovec> iov_;           // same-host copies: the local SGEs
   Rng corrupt_rng_;                  // corrupt_data draws (engine thread)
 };
 
@@ -643,6 +655,7 @@ class QpCore final : public TimerClient {
     std::uint64_t addr;
     std::uint32_t key;
     std::uint32_t len;
+    bool same_host;  // read_resp: the requester copies the bytes itself
   };
   std::vector<Resp> resp_q_;  // ring, sized at creation; responses in PSN order
   std::size_t resp_head_ = 0;

@@ -31,6 +31,8 @@ SoftCounters Counters::snapshot() const noexcept {
   s.messages_sent = g(messages_sent);
   s.bytes_sent = g(bytes_sent);
   s.links_opened = g(links_opened);
+  s.same_host_reads = g(same_host_reads);
+  s.same_host_refused = g(same_host_refused);
   s.mrs_live = g(mrs_live);
   s.qps_live = g(qps_live);
   return s;

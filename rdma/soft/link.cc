@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -26,9 +27,10 @@ constexpr std::size_t kMaxControlPayload = 4096;
 std::uint32_t payload_len(const wire::Header& h) noexcept {
   const auto t = static_cast<wire::Type>(h.type);
   switch (t) {
+    case wire::Type::read_resp:
+      return (h.flags & wire::kSameHost) != 0 ? 0 : h.len.value();
     case wire::Type::send:
     case wire::Type::write:
-    case wire::Type::read_resp:
     case wire::Type::hello:
     case wire::Type::cm_req:
     case wire::Type::cm_rep:
@@ -42,6 +44,22 @@ std::uint32_t payload_len(const wire::Header& h) noexcept {
 bool is_control(wire::Type t) noexcept {
   return t == wire::Type::hello || t == wire::Type::cm_req || t == wire::Type::cm_rep ||
          t == wire::Type::cm_rej;
+}
+
+// What a responder's HELLO_ACK points a requester at to prove that the two
+// are processes of one host that may read each other's memory: the requester
+// reads it with process_vm_readv and compares. Random per process, so a
+// process of another host (or pid namespace) that happens to have the pid
+// does not pass.
+const std::uint64_t* same_host_probe() noexcept {
+  static const std::uint64_t value = [] {
+    std::uint64_t v = 0;
+    if (::getrandom(&v, sizeof v, 0) != static_cast<ssize_t>(sizeof v) || v == 0)
+      v = static_cast<std::uint64_t>(Clock::now().time_since_epoch().count()) ^
+          (static_cast<std::uint64_t>(::getpid()) << 32) ^ 0x5348484Full;
+    return v;
+  }();
+  return &value;
 }
 
 void tune_socket(int fd) noexcept {
@@ -239,6 +257,9 @@ bool Link::begin_message() {
     case Kind::requester:
       ok = t == wire::Type::ack || t == wire::Type::nak || t == wire::Type::read_resp ||
            t == wire::Type::hello_ack || t == wire::Type::hello_nak;
+      // A same-host response only where this side offered to copy.
+      if (ok && t == wire::Type::read_resp && (hdr_.flags & wire::kSameHost) != 0 && !same_host)
+        ok = false;
       if (ok && t == wire::Type::read_resp && qp != nullptr) sink_ = qp->read_resp_sink(hdr_);
       break;
     case Kind::responder:
@@ -330,9 +351,12 @@ void Link::message_done() noexcept {
       if (qp != nullptr) qp->on_response(*this, hdr_);
       return;
     case wire::Type::read_resp:
-      if (qp != nullptr) qp->on_read_resp_done(hdr_, sink_.failed);
+      if (qp == nullptr) return;
+      if ((hdr_.flags & wire::kSameHost) != 0 && !pull_read_response()) return;
+      qp->on_read_resp_done(hdr_, sink_.failed);
       return;
     case wire::Type::hello_ack:
+      on_hello_ack();
       if (qp != nullptr) qp->on_hello_ack();
       return;
     case wire::Type::hello_nak:
@@ -379,7 +403,99 @@ void Link::on_hello() {
   }
   peer_qpn = h.src_qpn.value();
   target->attach_responder(*this);
+  if (engine.options().same_host_copy) {
+    const std::uint64_t* probe = same_host_probe();
+    reply.code = wire::kHelloSameHost;
+    reply.imm = static_cast<std::uint32_t>(::getpid());
+    reply.raddr = reinterpret_cast<std::uint64_t>(probe);
+    reply.rkey = static_cast<std::uint32_t>(*probe);
+    reply.reserved = static_cast<std::uint32_t>(*probe >> 32);
+  }
   put(reply);
+}
+
+// Requester: the responder offered to let us copy READ responses out of its
+// memory. Taken only when its probe reads back from here: the pid is one of
+// this host's (and pid namespace's) and the kernel lets us read it. Anything
+// else keeps the READs on the TCP link; a refusal (EPERM: another uid, or
+// Yama's ptrace_scope) is logged once per fabric, since it is a setting the
+// user can change.
+void Link::on_hello_ack() {
+  if (hdr_.code != wire::kHelloSameHost || !engine.options().same_host_copy) return;
+  const int pid = static_cast<int>(hdr_.imm.value());
+  const std::uint64_t want =
+      hdr_.rkey.value() | (static_cast<std::uint64_t>(hdr_.reserved.value()) << 32);
+  std::uint64_t got = 0;
+  iovec local{&got, sizeof got};
+  iovec remote{reinterpret_cast<void*>(hdr_.raddr.value()), sizeof got};
+  const ssize_t n = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+  if (n == static_cast<ssize_t>(sizeof got) && got == want) {
+    same_host = true;
+    peer_pid = pid;
+    return;
+  }
+  const int err = n < 0 ? errno : 0;
+  if (err == EPERM) {
+    Counters::bump(engine.counters().same_host_refused);
+    if (!dev->fabric.refusal_logged.exchange(true))
+      SIPHON_LOG(rdma, 0,
+                 "soft: same-host copy from pid {} refused by the kernel (EPERM), RDMA READs use "
+                 "the TCP link: run both processes as one user with kernel.yama.ptrace_scope = 0 "
+                 "(or CAP_SYS_PTRACE), or set SIPHON_SOFT_LINK=tcp to choose the TCP link",
+                 pid);
+    return;
+  }
+  SIPHON_TRACE(rdma, "soft: peer pid {} is not a same-host process ({}), READs use the TCP link",
+               pid, err != 0 ? std::strerror(err) : "probe mismatch");
+}
+
+// Requester, a same-host READ_RESP: the responder checked the rkey, bounds
+// and rights of [remote, remote + len) when it executed the READ; the bytes
+// are copied from its memory into the WR's SGEs (checked here, as deliver()
+// checks them) in one process_vm_readv. The completion follows, so it comes
+// after the data is placed. A failed copy (the peer died: ESRCH; its memory
+// is gone: EFAULT) closes the link like a lost connection: the READ is sent
+// again and the responder's checks decide (a deregistered MR is then a
+// remote access error), or the retries run out.
+bool Link::pull_read_response() noexcept {
+  const std::uint32_t len = hdr_.len.value();
+  if (sink_.kind != RxSink::Kind::scatter || len == 0) return true;  // stale, or the QP is in ERR
+  ssize_t n = 0;
+  int err = 0;
+  {
+    std::lock_guard lk(dev->mrs.mu);
+    if (qp == nullptr || qp->state() == QpState::err) return true;
+    iov_.clear();
+    std::uint64_t left = len;
+    for (std::uint32_t i = 0; i < sink_.num_sge && left != 0; ++i) {
+      const Sge& s = sink_.sges[i];
+      const std::uint64_t take = std::min<std::uint64_t>(left, s.length);
+      if (take == 0) continue;
+      if (dev->mrs.check(s.lkey, sink_.pd, kLocalWrite, s.addr, take) == nullptr) {
+        sink_.failed = true;
+        return true;
+      }
+      iov_.push_back(iovec{reinterpret_cast<void*>(s.addr), static_cast<std::size_t>(take)});
+      left -= take;
+    }
+    if (left != 0) {
+      sink_.failed = true;  // longer than the SGEs (checked at post)
+      return true;
+    }
+    iovec remote{reinterpret_cast<void*>(sink_.remote), len};
+    n = ::process_vm_readv(peer_pid, iov_.data(), iov_.size(), &remote, 1, 0);
+    if (n == static_cast<ssize_t>(len)) {
+      for (const iovec& v : iov_) maybe_corrupt(reinterpret_cast<std::uint64_t>(v.iov_base), v.iov_len);
+      Counters::bump(engine.counters().same_host_reads);
+      return true;
+    }
+    err = n < 0 ? errno : EFAULT;
+  }
+  SIPHON_LOG(rdma, 1, "soft: same-host READ of {} bytes from pid {} failed ({}), closing the link",
+             len, peer_pid, std::strerror(err));
+  error = err;
+  close(true);
+  return false;
 }
 
 bool Link::put(const wire::Header& h, const void* payload, std::size_t len) noexcept {

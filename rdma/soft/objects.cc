@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -118,6 +119,14 @@ DeviceCore::DeviceCore(Fabric& f, unsigned i, const SoftOptions& o)
 }
 
 Fabric::Fabric(const SoftOptions& o) : options(o) {
+  // The environment can only turn the same-host copy off (a test or a user
+  // comparing the TCP link); any other value keeps the options' choice.
+  if (const char* v = std::getenv("SIPHON_SOFT_LINK"); v != nullptr) {
+    if (std::strcmp(v, "tcp") == 0)
+      options.same_host_copy = false;
+    else if (std::strcmp(v, "auto") != 0 && v[0] != '\0')
+      SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_LINK={} ignored: use tcp or auto", v);
+  }
   for (unsigned i = 0; i < o.device_count; ++i)
     devices.push_back(std::make_unique<DeviceCore>(*this, i, options));
   engine = std::make_unique<Engine>(options, counters);

@@ -423,6 +423,7 @@ void QpCore::fill_requests(Link& link) {
     }
     if ((s.flags & kSolicited) != 0) h.flags |= wire::kSolicited;
     if (s.op == Opcode::rdma_read) {
+      if (link.same_host) h.flags |= wire::kSameHost;
       link.put(h);
       ++reads_out_;
     } else {
@@ -552,6 +553,7 @@ RxSink QpCore::read_resp_sink(const wire::Header& h) {
   sink.sges = &sq_sges_[slot * std::max<std::uint32_t>(caps.max_send_sge, 1)];
   sink.num_sge = s.num_sge;
   sink.pd = pd;
+  sink.remote = s.raddr;
   return sink;
 }
 
@@ -735,7 +737,11 @@ bool QpCore::queue_read(const wire::Header& h) {
     return false;
   }
   Resp& r = resp_q_[(resp_head_ + resp_count_++) % resp_q_.size()];
-  r = Resp{wire::Type::read_resp, wire::NakCode{}, psn, raddr, h.rkey.value(), len};
+  // A same-host response is a grant: the access was checked above, the
+  // requester copies the bytes (link.cc, Link::pull_read_response).
+  const bool same_host =
+      (h.flags & wire::kSameHost) != 0 && len != 0 && dev.fabric.options.same_host_copy;
+  r = Resp{wire::Type::read_resp, wire::NakCode{}, psn, raddr, h.rkey.value(), len, same_host};
   ++resp_reads_;
   kick_responder();
   return true;
@@ -752,13 +758,13 @@ void QpCore::queue_ack(std::uint32_t psn) {
   }
   if (resp_count_ == resp_q_.size()) return;  // cannot happen (sized for the read limit)
   resp_q_[(resp_head_ + resp_count_++) % resp_q_.size()] =
-      Resp{wire::Type::ack, wire::NakCode{}, psn, 0, 0, 0};
+      Resp{wire::Type::ack, wire::NakCode{}, psn, 0, 0, 0, false};
   kick_responder();
 }
 
 void QpCore::queue_nak(std::uint32_t psn, wire::NakCode code) {
   if (resp_count_ == resp_q_.size()) return;
-  resp_q_[(resp_head_ + resp_count_++) % resp_q_.size()] = Resp{wire::Type::nak, code, psn, 0, 0, 0};
+  resp_q_[(resp_head_ + resp_count_++) % resp_q_.size()] = Resp{wire::Type::nak, code, psn, 0, 0, 0, false};
   kick_responder();
 }
 
@@ -799,7 +805,13 @@ void QpCore::fill_responses(Link& link) {
     wire::Header h{};
     h.type = static_cast<wire::u8>(r.type);
     h.psn = r.psn;
-    if (r.type == wire::Type::read_resp) {
+    if (r.type == wire::Type::read_resp && r.same_host) {
+      h.flags = wire::kSameHost;
+      h.len = r.len;
+      h.raddr = r.addr;
+      if (!link.put(h)) return;
+      --resp_reads_;
+    } else if (r.type == wire::Type::read_resp) {
       if (link.tx_space() < sizeof h) return;
       h.len = r.len;
       TxSource src;

@@ -68,6 +68,13 @@ struct SoftOptions {
   std::uint32_t link_buffer_bytes = 64 * 1024;  // per direction per link
   std::uint32_t engine_spin_us = 0;  // busy-poll this long before sleeping in epoll
   std::uint32_t cm_timeout_ms = 5000;  // CM connect/REP wait before UNREACHABLE
+  // Same-host copy: when both ends of a link are processes of this host
+  // that may read each other's memory (process_vm_readv: same uid and
+  // ptrace allowed), an RDMA READ's response is copied straight out of the
+  // responder's registered memory instead of streamed over the TCP link.
+  // False (or SIPHON_SOFT_LINK=tcp in the environment) keeps every byte on
+  // the TCP link. docs/rdma-provider.md, "Same-host copy".
+  bool same_host_copy = true;
   FaultPlan faults;
 };
 
@@ -87,6 +94,8 @@ struct SoftCounters {
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t links_opened = 0;
+  std::uint64_t same_host_reads = 0;    // READ responses copied with process_vm_readv
+  std::uint64_t same_host_refused = 0;  // links whose probe the kernel refused (EPERM)
   // Objects alive now (all devices): what a leak check compares.
   std::uint64_t mrs_live = 0;
   std::uint64_t qps_live = 0;

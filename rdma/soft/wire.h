@@ -35,7 +35,8 @@ enum class Type : u8 {
   read_resp = 12,    // payload: the bytes read for the READ at psn
   // link control
   hello = 20,        // payload: Hello
-  hello_ack = 21,
+  hello_ack = 21,    // code = kHelloSameHost: imm = pid, raddr = probe address,
+                     // rkey | reserved << 32 = the probe's value
   hello_nak = 22,    // code = HelloNak
   // connection manager
   cm_req = 30,       // payload: CmConnect + private data
@@ -46,7 +47,13 @@ enum class Type : u8 {
   cm_drep = 35,
 };
 
-enum Flags : u8 { kHasImm = 1u << 0, kSolicited = 1u << 1 };
+// kSameHost: on a READ, the requester can copy the response out of the
+// responder's memory itself (the link's HELLO_ACK offered it and the probe
+// succeeded); on a READ_RESP, the responder checked the access and the
+// response carries no payload: the requester copies the `len` bytes at the
+// READ's remote address with process_vm_readv (docs/rdma-provider.md,
+// "Same-host copy").
+enum Flags : u8 { kHasImm = 1u << 0, kSolicited = 1u << 1, kSameHost = 1u << 2 };
 
 enum class NakCode : u8 {
   rnr = 1,             // no receive posted; retry after rnr_timer
@@ -57,6 +64,8 @@ enum class NakCode : u8 {
 };
 
 enum class HelloNak : u8 { no_such_qp = 1, bad_version = 2 };
+// HELLO_ACK code: the responder serves READs as same-host copies.
+inline constexpr u8 kHelloSameHost = 1;
 
 struct Header {
   u8 type;

@@ -65,13 +65,13 @@
 
 #include <cstdint>
 
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 namespace siphon::rdma {
 
 inline constexpr std::uint32_t kUpdateSlots = 2;
 static_assert(kUpdateSlots >= kMinUpdateSlots && kUpdateSlots <= kMaxUpdateSlots,
-              "the update slots are advertised in ConnectInfo, which a peer checks against wire.h");
+              "the update slots are advertised in ConnectInfo, which a peer checks against rdma_wire.h");
 
 class CreditState {
  public:

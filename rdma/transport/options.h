@@ -13,7 +13,7 @@
 
 #include "msgr/transport/options.h"
 #include "rdma/transport/credits.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 namespace siphon::rdma {
 
@@ -47,7 +47,7 @@ inline constexpr Range ack_timeout{1, 31};
 inline constexpr Range cm_timeout_ms{1, 600000};
 inline constexpr Range max_connections{1, kNoMax};
 }  // namespace ranges
-// What the configuration ranges promise the wire format (wire.h): our buffers
+// What the configuration ranges promise the wire format (rdma_wire.h): our buffers
 // and credits are always ones a peer accepts.
 static_assert(ranges::buffer_size.min >= kMinRecvBufferSize && ranges::buffer_size.max <= kMaxRecvBufferSize);
 static_assert(ranges::credits.min >= kMinWireCredits && ranges::credits.max <= kMaxWireCredits);

@@ -16,7 +16,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
-#include "rdma/transport/rdma_internal.h"
+#include "rdma/transport/rdma_connection.h"
 
 namespace siphon::rdma {
 
@@ -29,7 +29,8 @@ RdmaConnection::RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::uniq
       id_(std::move(id)),
       client_(client),
       peer_(std::move(peer)),
-      state_(client ? State::resolving : State::accepting) {
+      state_(client ? State::resolving : State::accepting),
+      stream_(shared.opts.common.frame_limits) {
   shared_.connections.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.connections_created.fetch_add(1, std::memory_order_relaxed);
 }
@@ -181,7 +182,7 @@ void RdmaConnection::begin_connect() {
 
 void RdmaConnection::on_cm_event(CmEvent& ev) {
   SIPHON_ASSERT_ON_WORKER(worker_);
-  static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "closing", "closed"};
+  static constexpr const char* kStates[] = {"resolving", "connecting", "accepting", "established", "running", "closing", "closed"};
   SIPHON_LOG(rdma, 10, "{}: cm event {} while {}", peer_.to_string(), to_string(ev.type),
              kStates[static_cast<int>(state_)]);
   if (state_ == State::closed) return;
@@ -226,12 +227,12 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
       // The peer closed (or its process went away): for this end an
       // ordinary close, logged as one; the session layer still hears of it
       // (on_fault) and decides whether to reconnect.
-      if (state_ == State::established)
+      if (open())
         return fault(errc::connection_reset, "peer closed the connection (DISCONNECTED)", /*clean=*/true);
       if (state_ == State::closing) return;
       return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
     case CmEventType::device_removal:
-      if (state_ == State::established) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
+      if (open()) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
       if (state_ == State::closing) return;
       return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
     case CmEventType::timewait_exit:
@@ -287,8 +288,7 @@ void RdmaConnection::fail_setup(std::error_code ec, std::string reason) {
 }
 
 void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
-  if (faulted_ || state_ == State::closing || state_ == State::closed) return;
-  faulted_ = true;
+  if (state_ == State::closing || state_ == State::closed) return;
   if (clean)
     SIPHON_LOG(rdma, 5, "RDMA connection {} {} closed by the peer", client_ ? "to" : "from", peer_.to_string());
   else
@@ -310,7 +310,7 @@ void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
 }
 
 void RdmaConnection::shutdown() {
-  if (connect_done_ && state_ != State::established) return fail_setup(errc::shutting_down, "the stack is stopping");
+  if (connect_done_ && !open()) return fail_setup(errc::shutting_down, "the stack is stopping");
   close();
 }
 
@@ -350,8 +350,7 @@ void RdmaConnection::begin_drain() {
   }
   outq_.clear();
   queued_bytes_ = 0;
-  early_.clear();
-  early_bytes_ = 0;
+  stream_.reset();
   read_queue_.clear();
   out_transfers_.clear();  // the QP is in ERR: the peer can no longer read them
   post_drain_marker();
@@ -397,70 +396,6 @@ void RdmaConnection::finish_if_drained() {
   worker_.remove(this);
   // `self` keeps us alive until this returns; the last owner destroys the QP
   // (flushed: nothing is outstanding) and then the id.
-}
-
-// ------------------------------------------------- transfer timeout
-//
-// ms_async_rdma_transfer_timeout bounds both halves of a zero-copy transfer:
-// the sender waits at most that long, from posting its read_request, for the
-// peer's read_done (a peer that never reads keeps our data registered for
-// remote access); the receiver waits at most that long, from posting its
-// first RDMA READ, for the last READ to complete. Either way the connection
-// faults with a reason naming the option, and a lossless session reconnects
-// and replays. One timer per connection, armed only while transfers are
-// outstanding; the per-transfer cost is one clock read.
-
-void RdmaConnection::transfer_started(MonoClock::time_point& since) {
-  since = MonoClock::now();
-  const auto timeout = shared_.opts.transfer_timeout;
-  if (timeout.count() <= 0 || transfer_timer_armed_) return;
-  arm_transfer_timer(timeout);
-}
-
-void RdmaConnection::arm_transfer_timer(MonoClock::duration after) {
-  if (!transfer_timer_) transfer_timer_ = std::make_unique<boost::asio::steady_timer>(worker_.io());
-  transfer_timer_armed_ = true;
-  transfer_timer_->expires_after(after);
-  transfer_timer_->async_wait(
-      [weak = std::weak_ptr<RdmaConnection>(std::static_pointer_cast<RdmaConnection>(shared_from_this()))](
-          const boost::system::error_code& e) {
-        const auto self = weak.lock();
-        if (!self) return;
-        self->transfer_timer_armed_ = false;
-        if (!e) self->on_transfer_timer();
-      });
-}
-
-void RdmaConnection::on_transfer_timer() {
-  if (state_ != State::established || faulted_) return;
-  const auto timeout = shared_.opts.transfer_timeout;
-  if (timeout.count() <= 0) return;
-  const auto now = MonoClock::now();
-  const auto seconds = std::chrono::duration<double>(timeout).count();
-  std::optional<MonoClock::time_point> oldest;
-  for (const auto& [id, t] : out_transfers_) {
-    if (t.since == MonoClock::time_point{}) continue;  // read_request not posted yet
-    if (now - t.since >= timeout) {
-      shared_.counters.transfer_timeouts.fetch_add(1, std::memory_order_relaxed);
-      return fault(make_error_code(errc::timed_out),
-                   fmt::format("zero-copy transfer {} ({} bytes): no read_done from the peer within "
-                               "ms_async_rdma_transfer_timeout ({} s) of the read_request",
-                               id, t.data.length(), seconds));
-    }
-    if (!oldest || t.since < *oldest) oldest = t.since;
-  }
-  for (const InItem& item : inq_) {
-    const InTransfer* t = item.transfer.get();
-    if (t == nullptr || t->ready() || t->since == MonoClock::time_point{}) continue;
-    if (now - t->since >= timeout) {
-      shared_.counters.transfer_timeouts.fetch_add(1, std::memory_order_relaxed);
-      return fault(make_error_code(errc::timed_out),
-                   fmt::format("zero-copy transfer {} ({} bytes): RDMA READ from the peer not complete within "
-                               "ms_async_rdma_transfer_timeout ({} s)", t->id, t->length, seconds));
-    }
-    if (!oldest || t->since < *oldest) oldest = t->since;
-  }
-  if (oldest) arm_transfer_timer(*oldest + timeout - now);
 }
 
 }  // namespace siphon::rdma

@@ -18,8 +18,8 @@
 // (credits.h, Enforcement: a receive held while paused is consumed all the
 // same); then, unless paused, its credits are applied and its receive buffer
 // re-posted at once (stream bytes are copied out; they are small). Stream
-// bytes and pulled bulk data are fed, in order, to the same banner parser and
-// FrameDecoder the TCP stack uses, so frame boundaries and CRCs are checked
+// bytes and pulled bulk data are fed, in order, to the FrameStream the TCP
+// stack uses (banner, then FrameDecoder), so frame boundaries and CRCs are checked
 // exactly as on TCP.
 //
 // Cost per message, steady state, as the code stands (issue 14 item 8 will
@@ -68,7 +68,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
-#include "rdma/transport/rdma_internal.h"
+#include "rdma/transport/rdma_connection.h"
 
 namespace siphon::rdma {
 namespace {
@@ -147,8 +147,8 @@ void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::B
   SIPHON_ASSERT_ON_WORKER(worker_);
   const CallScope call(*this);
   handler_ = &handler;
-  my_banner_ = mine;
-  started_ = true;
+  stream_.set_mine(mine);
+  if (state_ == State::established) state_ = State::running;
   BufferList b = proto::encode_banner(mine);
   queued_bytes_ += b.length();
   outq_.push_back(OutItem::stream(std::move(b)));
@@ -159,7 +159,7 @@ void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::B
 void RdmaConnection::pause_receive(bool paused) {
   SIPHON_ASSERT_ON_WORKER(worker_);
   paused_ = paused;
-  if (paused_ || !started_) return;
+  if (paused_ || state_ != State::running) return;
   post_kick();  // resumes from the event loop, never inside this call
 }
 
@@ -173,9 +173,9 @@ void RdmaConnection::post_kick() {
 }
 
 void RdmaConnection::kick() {
-  if (handler_ == nullptr || state_ != State::established) return;  // closed meanwhile: nothing more
+  if (handler_ == nullptr || !open()) return;  // closed meanwhile: nothing more
   maybe_writable();
-  if (paused_ || !started_) return;
+  if (paused_ || state_ != State::running) return;
   // Oldest bytes first: frames already decoded, then queued stream bytes,
   // and only then the held receives -- one at a time, stopping as soon as
   // the handler pauses us again. A held receive processed is a credit
@@ -195,26 +195,25 @@ void RdmaConnection::kick() {
 
 std::error_code RdmaConnection::send(proto::Frame&& frame) {
   SIPHON_ASSERT_ON_WORKER(worker_);
-  if (state_ != State::established || faulted_ || (started_ && handler_ == nullptr)) return errc::not_connected;
+  if (!open() || (state_ == State::running && handler_ == nullptr)) return errc::not_connected;
   const CallScope call(*this);
-  if (!banner_done_) {
+  if (!stream_.banner_done()) {
     // The banners decide the revision: the frame waits unencoded and goes
     // out first, in order, once it is known (feed).
-    early_bytes_ += proto::encoded_length(frame, proto::FrameRev::rev0);
-    early_.push_back(std::move(frame));
+    stream_.hold_early(std::move(frame));
     if (queued_bytes() > shared_.opts.common.send_queue_high_water) over_high_water_ = true;
     return {};
   }
   const std::size_t data_len = frame.segments[3].length();
-  BufferList wire = proto::encode_frame(frame, rev_);
+  BufferList wire = proto::encode_frame(frame, stream_.rev());
   shared_.counters.tx_messages.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.tx_bytes.fetch_add(wire.length(), std::memory_order_relaxed);
   bool queued = false;
   if (frame.tag == proto::Tag::message && zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) &&
       data_len <= peer_info_.max_read) {
-    const std::size_t off = proto::segment_offset(frame, rev_, 3);
+    const std::size_t off = proto::segment_offset(frame, stream_.rev(), 3);
     queued = !queue_bulk(frame, std::move(wire), off);
-    if (!queued) wire = proto::encode_frame(frame, rev_);
+    if (!queued) wire = proto::encode_frame(frame, stream_.rev());
   }
   if (!queued) {
     shared_.counters.tx_copied_bytes.fetch_add(data_len, std::memory_order_relaxed);
@@ -223,49 +222,6 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   }
   if (queued_bytes_ > shared_.opts.common.send_queue_high_water) over_high_water_ = true;
   pump();
-  return {};
-}
-
-std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t off) {
-  const BufferList& data = frame.segments[3];
-  // No data, no read_request: the peer refuses one without descriptors.
-  if (data.empty() || data.segment_count() > kMaxReadDescriptors) return errc::not_supported;
-  OutTransfer t;
-  std::vector<ReadDescriptor> regions;
-  // Scoped rkeys: each region is bound as a type-2 window to this QP (the
-  // bind WR goes just before the read_request SEND, pump()), so its rkey is
-  // worthless on any other connection; the MR itself grants no remote access.
-  const bool scoped = shared_.scoped_rkeys;
-  if (scoped && data.segment_count() + 1 > sq_depth_) return errc::not_supported;
-  for (const BufferPtr& p : data.ptrs()) {
-    if (p.length() == 0) continue;  // a descriptor of 0 bytes is malformed on the wire
-    std::error_code ec;
-    auto mr = shared_.pd->reg_mr(const_cast<std::byte*>(p.data()), p.length(), scoped ? kMwBind : kRemoteRead, ec);
-    std::unique_ptr<MemoryWindow> mw = mr && scoped ? shared_.pd->alloc_mw(ec) : nullptr;
-    if (!mr || (scoped && !mw)) {
-      SIPHON_LOG(rdma, 1, "qp {}: {} {} bytes for zero-copy failed ({}); copying instead", qp_num(),
-                 mr ? "a memory window for" : "registering", p.length(), ec.message());
-      return ec ? ec : make_error_code(errc::memory_registration_failed);
-    }
-    regions.push_back({reinterpret_cast<std::uint64_t>(p.data()), scoped ? next_rkey(mw->rkey()) : mr->rkey(),
-                       static_cast<std::uint32_t>(p.length())});
-    t.mrs.push_back(std::move(mr));
-    if (mw) t.mws.push_back(std::move(mw));
-  }
-  const std::uint64_t id = next_transfer_id_++;
-  const std::size_t len = data.length();
-  t.data = data;
-  shared_.counters.zero_copy_transfers.fetch_add(1, std::memory_order_relaxed);
-  shared_.counters.zero_copy_bytes.fetch_add(len, std::memory_order_relaxed);
-  shared_.counters.transfer_registrations.fetch_add(t.mrs.size(), std::memory_order_relaxed);
-  out_transfers_.emplace(id, std::move(t));
-  queued_bytes_ += wire.length();
-  outq_.push_back(OutItem::stream(wire.slice(0, off)));
-  OutItem rr = OutItem::control(OutItem::Kind::read_request, id);
-  rr.regions = std::move(regions);
-  rr.length = len;
-  outq_.push_back(std::move(rr));
-  outq_.push_back(OutItem::stream(wire.slice(off + len, wire.length() - off - len)));
   return {};
 }
 
@@ -283,29 +239,6 @@ void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payl
   batch_.push_back(wr);
   sq_fifo_.push_back(ctx);
   shared_.counters.tx_sends.fetch_add(1, std::memory_order_relaxed);
-}
-
-// Scoped rkeys: one bind WR per region of transfer `id`, queued just before
-// its read_request SEND so send-queue order puts the windows in place before
-// the peer can learn their rkeys. Nothing to do without windows, or when the
-// transfer is already gone (a read_done that came before its read_request:
-// the advertised rkeys are then dead).
-void RdmaConnection::add_binds(std::uint64_t id) {
-  const auto it = out_transfers_.find(id);
-  if (it == out_transfers_.end() || it->second.mws.empty() || it->second.bound) return;
-  OutTransfer& t = it->second;
-  t.bound = true;
-  for (std::size_t i = 0; i < t.mws.size(); ++i) {
-    MemoryRegion& mr = *t.mrs[i];
-    SendWr wr;
-    wr.wr_id = reinterpret_cast<std::uint64_t>(new_ctx(WrCtx::Kind::bind));
-    wr.opcode = Opcode::bind_mw;
-    wr.rkey = next_rkey(t.mws[i]->rkey());
-    wr.bind = MwBind{t.mws[i].get(), &mr, reinterpret_cast<std::uint64_t>(mr.addr()), mr.length(), kRemoteRead};
-    batch_.push_back(wr);
-    sq_fifo_.push_back(reinterpret_cast<WrCtx*>(wr.wr_id));
-  }
-  shared_.counters.transfer_windows.fetch_add(t.mws.size(), std::memory_order_relaxed);
 }
 
 void RdmaConnection::flush_batch() {
@@ -341,7 +274,7 @@ void RdmaConnection::flush_batch() {
 }
 
 void RdmaConnection::pump() {
-  if (state_ != State::established || !credits_ || faulted_) return;
+  if (!open() || !credits_) return;
   const std::size_t cap_peer = peer_info_.recv_buffer_size;
   bool stalled_now = false;
   while (!outq_.empty()) {
@@ -432,7 +365,7 @@ void RdmaConnection::pump() {
 }
 
 void RdmaConnection::maybe_writable() {
-  if (!over_high_water_ || queued_bytes_ + early_bytes_ > shared_.opts.common.send_queue_low_water) return;
+  if (!over_high_water_ || queued_bytes_ + stream_.early_bytes() > shared_.opts.common.send_queue_low_water) return;
   if (in_call_ > 0) return post_kick();  // e.g. inside send(): from the event loop instead
   over_high_water_ = false;
   if (handler_ != nullptr) handler_->on_writable();
@@ -480,7 +413,7 @@ void RdmaConnection::on_completion(const Wc& wc) {
   // QP error, or the CM moved it there on a disconnect). Error completions
   // fault first with their own reason; this catches a QP that failed with
   // nothing but flushes, which would otherwise leave the connection silent.
-  if (wc.status == WcStatus::flushed && state_ == State::established)
+  if (wc.status == WcStatus::flushed && open())
     fault(errc::work_request_flushed, "the queue pair moved to the error state (work requests flushed)");
   if (state_ == State::closing) finish_if_drained();
 }
@@ -519,7 +452,7 @@ void RdmaConnection::on_recv(const Wc& wc, WrCtx* ctx) {
                                       "credits granted are outstanding)",
                                       credits_->my_window()));
   }
-  if (paused_ || !started_ || !held_.empty()) {
+  if (paused_ || state_ != State::running || !held_.empty()) {
     // Not re-posted: no credits go back while paused. Behind older held
     // receives it waits its turn (kick() processes them in order).
     held_.push_back({wc, ctx, h});
@@ -617,77 +550,10 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
   pump();
 }
 
-// ---------------------------------------------------------------- READs
-
-// Every buffer of the transfer, or none. A transfer never holds part of the
-// receive pool while it waits for the rest, so transfers (on this and other
-// connections) cannot deadlock each other on the pool, and max_read (half
-// the pool) guarantees the reservation succeeds once the others are
-// delivered and their frames released.
-bool RdmaConnection::reserve_transfer(InTransfer& t) {
-  const std::uint64_t chunk = shared_.opts.buffer_size;
-  std::size_t n = 0;
-  for (const ReadDescriptor& r : t.regions) n += static_cast<std::size_t>((r.length + chunk - 1) / chunk);
-  t.chunks.reserve(n);
-  for (const ReadDescriptor& r : t.regions)
-    for (std::uint64_t off = 0; off < r.length; off += chunk) {
-      PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache());
-      if (buf == nullptr) {
-        for (auto& [b, len] : t.chunks) shared_.recv_pool->put(b, &worker_.recv_cache());
-        t.chunks.clear();
-        return false;
-      }
-      t.chunks.emplace_back(buf, static_cast<std::uint32_t>(std::min(chunk, r.length - off)));
-    }
-  t.reserved = true;
-  return true;
-}
-
-void RdmaConnection::issue_reads() {
-  if (state_ != State::established) return;
-  while (!read_queue_.empty()) {
-    InTransfer* t = read_queue_.front();
-    if (!t->reserved && !reserve_transfer(*t)) {
-      flush_batch();
-      schedule_retry();  // buffers come back as delivered messages are released
-      return;
-    }
-    if (t->since == MonoClock::time_point{}) transfer_started(t->since);
-    while (t->next_chunk < t->chunks.size()) {
-      if (sq_fifo_.size() >= sq_depth_) return flush_batch();
-      const auto [buf, n] = t->chunks[t->next_chunk];
-      const ReadDescriptor& r = t->regions[t->next_region];
-      WrCtx* ctx = new_ctx(WrCtx::Kind::read);
-      ctx->transfer = t;
-      ctx->len = n;
-      sges_.push_back({reinterpret_cast<std::uint64_t>(buf->data()), n, buf->keys().lkey});
-      SendWr wr;
-      wr.wr_id = reinterpret_cast<std::uint64_t>(ctx);
-      wr.opcode = Opcode::rdma_read;
-      wr.num_sge = 1;
-      wr.remote_addr = r.addr + t->next_offset;
-      wr.rkey = r.rkey;
-      batch_.push_back(wr);
-      sq_fifo_.push_back(ctx);
-      ++t->next_chunk;
-      ++t->reads_outstanding;
-      shared_.counters.rdma_reads.fetch_add(1, std::memory_order_relaxed);
-      t->next_offset += n;
-      if (t->next_offset == r.length) {
-        ++t->next_region;
-        t->next_offset = 0;
-      }
-    }
-    t->issued_all = true;
-    read_queue_.pop_front();
-  }
-  flush_batch();
-}
-
 // --------------------------------------------------------------- inbound
 
 void RdmaConnection::drain_inbound() {
-  while (!inq_.empty() && !paused_ && handler_ != nullptr && state_ == State::established) {
+  while (!inq_.empty() && !paused_ && handler_ != nullptr && open()) {
     InItem& item = inq_.front();
     BufferList bytes;
     if (item.transfer) {
@@ -706,39 +572,31 @@ void RdmaConnection::drain_inbound() {
 
 void RdmaConnection::feed(BufferList&& bytes) {
   shared_.counters.rx_bytes.fetch_add(bytes.length(), std::memory_order_relaxed);
-  if (!banner_done_) {
-    banner_buf_.append(std::move(bytes));
-    const proto::BannerResult r = proto::decode_banner(banner_buf_);
-    if (r.error) return fault(r.error, std::string(r.reason));
-    if (r.consumed == 0) return;
-    const auto neg = proto::negotiate(my_banner_, r.banner);
-    if (!neg) return fault(errc::unsupported_protocol, "msgr2 banner: feature masks are incompatible");
-    rev_ = neg->rev;
-    banner_done_ = true;
-    decoder_.emplace(rev_, shared_.opts.common.frame_limits);
-    banner_buf_.consume_front(r.consumed);
-    bytes = std::move(banner_buf_);
-    banner_buf_.clear();
-    // Frames sent before the revision was known go out first, in order.
-    early_bytes_ = 0;
-    for (proto::Frame& f : std::exchange(early_, {})) (void)send(std::move(f));
-    if (handler_ == nullptr) return;  // sending them faulted
-    handler_->on_established(*neg);
-    if (handler_ == nullptr) return;
+  switch (stream_.feed(std::move(bytes))) {
+    case transport::FrameStream::Fed::error:
+      return fault(stream_.error(), stream_.error_reason());
+    case transport::FrameStream::Fed::more:
+      break;
+    case transport::FrameStream::Fed::established:
+      // Frames sent before the revision was known go out first, in order.
+      for (proto::Frame& f : stream_.take_early()) (void)send(std::move(f));
+      if (handler_ == nullptr) return;  // sending them faulted
+      handler_->on_established(stream_.negotiated());
+      if (handler_ == nullptr) return;
+      break;
   }
-  if (!bytes.empty()) decoder_->feed(std::move(bytes));
   deliver_frames();
 }
 
 void RdmaConnection::deliver_frames() {
-  if (!decoder_) return;
-  while (handler_ != nullptr && !paused_ && state_ == State::established) {
+  if (!stream_.banner_done()) return;
+  while (handler_ != nullptr && !paused_ && open()) {
     proto::Frame f;
-    switch (decoder_->next(f)) {
+    switch (stream_.next(f)) {
       case proto::FrameDecoder::Status::need_more:
         return;
       case proto::FrameDecoder::Status::error:
-        return fault(decoder_->error(), std::string(decoder_->error_reason()));
+        return fault(stream_.decoder_error(), std::string(stream_.decoder_error_reason()));
       case proto::FrameDecoder::Status::frame:
         shared_.counters.rx_messages.fetch_add(1, std::memory_order_relaxed);
         handler_->on_frame(std::move(f));

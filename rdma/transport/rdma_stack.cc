@@ -10,7 +10,9 @@
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
 #include "rdma/transport/pinned.h"
-#include "rdma/transport/rdma_internal.h"
+#include "rdma/transport/rdma_connection.h"
+#include "rdma/transport/rdma_shared.h"
+#include "rdma/transport/rdma_worker.h"
 
 namespace siphon::rdma {
 
@@ -31,28 +33,6 @@ std::map<std::string, std::uint64_t> RdmaCounters::snapshot() const {
   SIPHON_COUNTER(transfer_timeouts)
 #undef SIPHON_COUNTER
   return m;
-}
-
-std::error_code PdRegistrar::register_region(void* addr, std::size_t len, RegionKeys& keys) {
-  std::error_code ec;
-  auto mr = pd_.reg_mr(addr, len, access_, ec);
-  if (!mr) return ec ? ec : make_error_code(errc::memory_registration_failed);
-  keys.lkey = mr->lkey();
-  keys.rkey = mr->rkey();
-  std::lock_guard lk(mu_);
-  keys.region_id = next_id_++;
-  mrs_.emplace(keys.region_id, std::move(mr));
-  return {};
-}
-
-void PdRegistrar::deregister_region(const RegionKeys& keys) noexcept {
-  std::lock_guard lk(mu_);
-  mrs_.erase(keys.region_id);
-}
-
-std::size_t PdRegistrar::region_count() const {
-  std::lock_guard lk(mu_);
-  return mrs_.size();
 }
 
 namespace {
@@ -386,104 +366,6 @@ void RdmaStack::connect(const NetAddress& peer, transport::Worker& w, transport:
     s.by_id[conn->cm_id()] = conn;
   }
   worker.post([conn] { conn->begin_connect(); });
-}
-
-// --- CM events, served on worker 0
-
-void RdmaWorker::serve_cm() {
-  cm_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(shared_.channel->fd()));
-  wait_cm();
-}
-
-// The wait is queued before the channel is drained (see wait_cq in
-// rdma_worker.cc): with edge-triggered descriptors an event arriving between
-// the drain and the wait would otherwise be lost.
-void RdmaWorker::wait_cm() {
-  if (stopped_) return;
-  if (!cm_wait_pending_) {
-    cm_wait_pending_ = true;
-    cm_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                       [this](const boost::system::error_code& e) {
-                         cm_wait_pending_ = false;
-                         if (!e && !stopped_) on_cm_readable();
-                       });
-  }
-  boost::asio::post(io_, [this] {
-    if (!stopped_) drain_cm();
-  });
-}
-
-void RdmaWorker::on_cm_readable() {
-  drain_cm();
-  wait_cm();
-}
-
-// Events are taken and routed under RdmaShared::mu. An event still queued
-// means its id has not been destroyed (ids purge their events as they die),
-// and a connection unregisters from by_id under mu before its id dies; so
-// the lookup below can neither find a stale connection nor a new one that
-// reused a dead id's address.
-std::size_t RdmaWorker::drain_cm() {
-  std::size_t drained = 0;
-  RdmaShared& s = shared_;
-  for (;;) {
-    auto event = std::make_shared<CmEvent>();
-    std::shared_ptr<RdmaConnection> conn;
-    bool listening = false;
-    transport::AcceptHandler on_accept;
-    {
-      std::lock_guard lk(s.mu);
-      if (!s.channel->get_event(*event)) break;
-      if (event->type == CmEventType::connect_request) {
-        for (auto& l : s.listeners)
-          if (l->id.get() == event->id) {
-            listening = true;
-            on_accept = l->on_accept;
-          }
-      } else if (auto it = s.by_id.find(event->id); it != s.by_id.end()) {
-        conn = it->second.lock();
-      }
-    }
-    ++drained;
-    if (event->type == CmEventType::connect_request) {
-      std::unique_ptr<CmId> nid = std::move(event->new_id);
-      if (nid == nullptr) continue;
-      auto reject = [&](RejectReason why, std::string_view what) {
-        s.counters.connections_rejected.fetch_add(1, std::memory_order_relaxed);
-        SIPHON_LOG(rdma, 1, "rejecting RDMA connection from {}: {}", nid->peer_address().to_string(), what);
-        const auto info = RejectInfo{why, kWireVersion}.encode();
-        (void)nid->reject(info);
-      };
-      ConnectInfo peer_info;
-      std::string_view why;
-      if (!listening || s.stopping) {
-        reject(RejectReason::shutting_down, "not listening");
-      } else if (const auto dec = ConnectInfo::decode(event->private_data, peer_info, &why)) {
-        reject(dec == errc::unsupported_protocol ? RejectReason::version_unsupported
-                                                 : RejectReason::bad_parameters, why);
-      } else if (s.connections.load() >= s.opts.max_connections) {
-        reject(RejectReason::too_many_connections, "ms_async_rdma_max_connections reached");
-      } else {
-        RdmaWorker& target = s.least_loaded();
-        const NetAddress peer = nid->peer_address();
-        auto nconn = std::make_shared<RdmaConnection>(s, target, std::move(nid), false, peer);
-        {
-          std::lock_guard lk(s.mu);
-          s.by_id[nconn->cm_id()] = nconn;
-        }
-        target.post([conn = std::move(nconn), peer_info, on_accept = std::move(on_accept)] {
-          conn->accept_request(peer_info, on_accept);
-        });
-      }
-      continue;
-    }
-    if (!conn) {  // the connection is gone; nothing to do
-      SIPHON_LOG(rdma, 10, "cm event {} for an id with no connection", to_string(event->type));
-      continue;
-    }
-    conn->worker().post([conn, event] { conn->on_cm_event(*event); });
-  }
-  return drained;
 }
 
 }  // namespace siphon::rdma

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <span>
 
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 using namespace siphon::rdma;
 

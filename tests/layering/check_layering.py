@@ -25,6 +25,8 @@ LAYERS = {
     "siphon_session": (["msgr/session"], ["siphon_proto", "siphon_auth"]),
     "siphon_api": (["msgr/api"], ["siphon_session", "siphon_transport"]),
     "siphon_mon": (["msgr/mon"], ["siphon_api"]),
+    # The client's OSDMap and placement: pure code over the codec.
+    "siphon_osdmap": (["rados/osdmap"], ["siphon_proto"]),
     "siphon_rdma_provider": (["rdma/provider.h", "rdma/provider"], ["siphon_base"]),
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),
     "siphon_rdma_soft": (["rdma/soft"], ["siphon_rdma_provider"]),
@@ -32,7 +34,7 @@ LAYERS = {
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
-    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon"]),
+    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap"]),
     "siphon_objd_proto": (["tools/objd/proto.h", "tools/objd/proto.cc"], ["siphon_api"]),
     "siphon_objd_core": (["tools/objd/store.h", "tools/objd/store.cc", "tools/objd/server.h",
                           "tools/objd/server.cc"], ["siphon_objd_proto"]),
@@ -81,7 +83,7 @@ def owner(rel):
 
 def check_sources(root, allowed):
     errors = []
-    for top in ("msgr", "rdma", "compat", "plugins", "tools"):
+    for top in ("msgr", "rados", "rdma", "compat", "plugins", "tools"):
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for f in files:
                 if not f.endswith(SOURCE_EXT):

@@ -22,7 +22,7 @@
 #include "msgr/proto/frame.h"
 #include "rdma/provider.h"
 #include "rdma/transport/credits.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 namespace siphon::test {
 

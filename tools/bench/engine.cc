@@ -17,7 +17,7 @@
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/stack.h"
-#include "tools/bench/wire.h"
+#include "tools/bench/bench_wire.h"
 
 namespace siphon::bench {
 namespace {

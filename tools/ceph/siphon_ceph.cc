@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "command_sig.h"
+#include "map_object.h"
 #include "compat/config.h"
 #include "compat/factory.h"
 #include "compat/keyring.h"
@@ -41,6 +42,11 @@ USAGE
                                                osd dump, osd pool ls detail, version
   siphon-ceph [OPTIONS] get-version MAP        newest and oldest epoch of monmap,
                                                osdmap, mgrmap, fsmap or mdsmap
+  siphon-ceph [OPTIONS] map-object POOL OBJECT... [-N NAMESPACE]
+                                               where objects go (what `ceph osd map
+                                               -f json` prints, one line each),
+                                               computed from the OSDMap; '-' reads
+                                               names from stdin; -f plain for text
 
 OPTIONS
   -c, --conf FILE          ceph.conf to read (mon host, ms_* options)
@@ -357,7 +363,11 @@ int main(int argc, char** argv) {
   }
   mon::MonClient mc(std::move(stack), o);
   if (const mon::MonError e = mc.connect(secs(cli.connect_timeout))) return connect_error_exit(e);
-  const int rc = cli.words.front() == "get-version" ? get_version(mc, cli) : run_command(mc, cli);
+  const std::string& sub = cli.words.front();
+  const int rc = sub == "get-version"  ? get_version(mc, cli)
+                 : sub == "map-object" ? tools::map_object_command(mc, cli.words, cli.format,
+                                                                   secs(cli.timeout))
+                                       : run_command(mc, cli);
   mc.shutdown();
   return rc;
 }

@@ -1,11 +1,11 @@
-// Byte-level hostile peers for tests/unit/api/hostile_test.cc: a Link moves
+// Byte-level hostile peers for tests/unit/api/hostile_test.cc: a HostileLink moves
 // raw msgr2 stream bytes to a messenger, over a plain TCP socket or -- in the
 // RDMA build -- over a raw RC queue pair on the software fabric that speaks
 // the RDMA stack's SEND framing (SendHeader + stream bytes) and its credit
 // protocol, but does with them whatever the test says (trickle, flood, hold
 // credits back, advertise regions it never registered). A RawClient drives
 // the msgr2 banner and the client handshake (msgr/session's state machine)
-// over a Link, so the same attacks run on both stacks.
+// over a HostileLink, so the same attacks run on both stacks.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -30,16 +30,16 @@
 #include "rdma/provider.h"
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/credits.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 #endif
 
 namespace siphon::test {
 
 using namespace std::chrono_literals;
 
-class Link {
+class HostileLink {
  public:
-  virtual ~Link() = default;
+  virtual ~HostileLink() = default;
   // Hands `bytes` to the peer in order (TCP: written; RDMA: SENDs of at most
   // the peer's buffer size). False once the connection is dead.
   virtual bool send(std::string_view bytes) = 0;
@@ -60,7 +60,7 @@ class Link {
 
 // --- TCP ------------------------------------------------------------------------
 
-class TcpLink final : public Link {
+class TcpLink final : public HostileLink {
  public:
   explicit TcpLink(const NetAddress& to) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -103,7 +103,7 @@ class TcpLink final : public Link {
 #ifdef SIPHON_TEST_RDMA
 // --- RDMA (software fabric) --------------------------------------------------------
 
-class RdmaLink final : public Link {
+class RdmaLink final : public HostileLink {
  public:
   static constexpr std::uint32_t kRecvSize = 4096;
   static constexpr std::uint32_t kCredits = 8;
@@ -243,7 +243,7 @@ inline rdma::Provider& raw_provider() {
 }
 #endif
 
-inline std::unique_ptr<Link> open_link(const NetAddress& to) {
+inline std::unique_ptr<HostileLink> open_link(const NetAddress& to) {
 #ifdef SIPHON_TEST_RDMA
   auto l = std::make_unique<RdmaLink>(raw_provider());
   const auto r = l->connect(to);
@@ -258,13 +258,13 @@ inline std::unique_ptr<Link> open_link(const NetAddress& to) {
 #endif
 }
 
-// --- msgr2 over a Link ---------------------------------------------------------------
+// --- msgr2 over a HostileLink ---------------------------------------------------------------
 
-// A client that speaks msgr2 over a Link only as far as the test wants.
+// A client that speaks msgr2 over a HostileLink only as far as the test wants.
 class RawClient {
  public:
-  explicit RawClient(std::unique_ptr<Link> link) : link_(std::move(link)) {}
-  Link& link() { return *link_; }
+  explicit RawClient(std::unique_ptr<HostileLink> link) : link_(std::move(link)) {}
+  HostileLink& link() { return *link_; }
   bool ok() const { return link_ != nullptr; }
 
   static std::string banner() { return proto::encode_banner(proto::Banner{}).to_string(); }
@@ -339,7 +339,7 @@ class RawClient {
   }
 
  private:
-  std::unique_ptr<Link> link_;
+  std::unique_ptr<HostileLink> link_;
   proto::FrameRev rev_ = proto::FrameRev::rev1;
   std::optional<proto::FrameDecoder> decoder_;
   std::string rx_;

@@ -9,7 +9,7 @@
 
 #include "raw_rc_peer.h"
 #include "rdma/transport/credits.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 #include "stack_test_util.h"
 
 namespace siphon::rdma {

@@ -23,7 +23,7 @@
 #include "msgr/proto/frame.h"
 #include "raw_rc_peer.h"
 #include "rdma/transport/credits.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 #include "stack_test_util.h"
 #ifdef SIPHON_HAVE_VERBS
 #include "rdma/verbs/verbs_provider.h"

@@ -1,4 +1,4 @@
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 #include <cstring>
 

@@ -1,4 +1,4 @@
-#include "tools/bench/wire.h"
+#include "tools/bench/bench_wire.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "msgr/api/core.h"
+#include "msgr/api/messenger_core.h"
 
 #include "msgr/api/connection_impl.h"
 #include "msgr/base/log.h"

@@ -5,7 +5,7 @@
 
 #include "msgr/base/crc32c.h"
 #include "msgr/base/error.h"
-#include "rdma/transport/wire.h"
+#include "rdma/transport/rdma_wire.h"
 
 namespace siphon::rdma {
 namespace {

@@ -4,7 +4,7 @@
 #include <array>
 #include <cstring>
 
-#include "tools/bench/wire.h"
+#include "tools/bench/bench_wire.h"
 
 namespace siphon::bench {
 namespace {

@@ -1,0 +1,126 @@
+// RdmaWorker: one thread of the RDMA stack, its completion queue, SRQ and
+// connections (internal).
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+#include "msgr/base/clock.h"
+#include "msgr/transport/transport.h"
+#include "rdma/provider.h"
+#include "rdma/transport/buffer_pool.h"
+#include "rdma/transport/rdma_shared.h"
+#include "rdma/transport/wr_ctx.h"
+
+namespace siphon::rdma {
+
+class RdmaConnection;
+
+class RdmaWorker final : public transport::Worker, public std::enable_shared_from_this<RdmaWorker> {
+ public:
+  RdmaWorker(RdmaShared& shared, std::size_t index);
+  ~RdmaWorker() override;
+
+  boost::asio::io_context& io() noexcept override { return io_; }
+  std::size_t index() const noexcept override { return index_; }
+  // Asio knows which thread runs the io_context (as in TcpWorker): no
+  // thread id written by the new thread and read unsynchronised by others.
+  bool in_worker_thread() const noexcept override { return exec_.running_in_this_thread(); }
+  void post(std::function<void()> fn) override;
+
+  void start();
+  void stop_and_join();
+
+  CompletionQueue& cq() noexcept { return *cq_; }
+  PoolCache& send_cache() noexcept { return *send_cache_; }
+  PoolCache& recv_cache() noexcept { return *recv_cache_; }
+  // Connections on this worker, only on the worker. The worker owns a
+  // connection from the moment its setup starts here (adopt) until its
+  // teardown has drained (remove): while a client resolves and connects,
+  // nothing else holds it -- the CM routing table (RdmaShared::by_id) only
+  // has a weak reference.
+  void adopt(const std::shared_ptr<RdmaConnection>& c);
+  // Routes completions of the connection's QP to it (once the QP exists).
+  void add_qp(const std::shared_ptr<RdmaConnection>& c);
+  void remove(RdmaConnection* c);
+  std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  // load() plus connections picked for this worker and not adopted yet.
+  std::size_t weight() const noexcept { return load() + picked_.load(std::memory_order_relaxed); }
+  void note_picked() noexcept { picked_.fetch_add(1, std::memory_order_relaxed); }
+  // Reserves CQ entries for a QP; false when the CQ cannot take it.
+  bool reserve_cq(std::uint32_t entries) noexcept;
+  void release_cq(std::uint32_t entries) noexcept;
+  std::uint32_t cq_capacity() const noexcept { return cq_capacity_; }
+  std::uint32_t cq_reserved() const noexcept { return cq_reserved_.load(std::memory_order_relaxed); }
+  // Closes every connection (stack shutdown); on the worker.
+  void close_all();
+
+  // --- SRQ mode (ms_async_rdma_support_srq): one shared receive queue per
+  // worker, filled once with srq_depth receive buffers from the receive pool.
+  // A connection reserves its credits plus update slots in it when its QP is
+  // created and releases them when it is closed, so the receives its peer can
+  // consume are always posted (no RNR). Receive contexts are the worker's:
+  // a receive completion goes to the connection with that QP number, which
+  // hands the context back through srq_repost() once its bytes are copied
+  // out; a completion for a connection that is gone is re-posted at once.
+  SharedReceiveQueue* srq() noexcept { return srq_.get(); }
+  // Reserves `n` receives of the SRQ; false when they are not available.
+  bool reserve_srq(std::uint32_t n) noexcept;
+  void release_srq(std::uint32_t n) noexcept;
+  std::uint32_t srq_posted() const noexcept { return srq_posted_.load(std::memory_order_relaxed); }
+  std::uint32_t srq_reserved() const noexcept { return srq_reserved_.load(std::memory_order_relaxed); }
+  // Puts a receive context of this worker's SRQ back on it (on the worker).
+  void srq_repost(WrCtx* ctx) noexcept;
+  // Starts serving the CM event channel (worker 0 only).
+  void serve_cm();
+
+ private:
+  void create_srq();
+  void poll_loop();
+  std::size_t poll_batch();
+  void start_polling();
+  void wait_cq();
+  std::size_t drain_cm();
+  void wait_cm();
+  void on_cm_readable();
+
+  RdmaShared& shared_;
+  std::size_t index_;
+  boost::asio::io_context io_;
+  boost::asio::io_context::executor_type exec_{io_.get_executor()};
+  std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
+  std::thread thread_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
+  std::unique_ptr<PoolCache> send_cache_, recv_cache_;
+  std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
+  std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
+  std::atomic<std::size_t> load_{0};
+  std::atomic<std::size_t> picked_{0};  // picks not yet adopted (saturating)
+  std::atomic<std::uint32_t> cq_reserved_{0};
+  std::uint32_t cq_capacity_ = 0;
+  std::unique_ptr<SharedReceiveQueue> srq_;
+  std::unique_ptr<WrCtx[]> srq_ctx_;  // each owns its buffer until the worker goes
+  std::uint32_t srq_ctx_n_ = 0;
+  bool is_srq_ctx(std::uint64_t wr_id) const noexcept {
+    const auto base = reinterpret_cast<std::uint64_t>(srq_ctx_.get());
+    return srq_ctx_n_ != 0 && wr_id >= base && wr_id < base + srq_ctx_n_ * sizeof(WrCtx);
+  }
+  std::atomic<std::uint32_t> srq_posted_{0}, srq_reserved_{0};
+  bool polling_ = false;
+  bool cq_wait_pending_ = false;
+  bool cm_wait_pending_ = false;
+  bool stopped_ = false;
+  MonoClock::time_point idle_since_{};
+};
+
+}  // namespace siphon::rdma
