@@ -84,6 +84,10 @@ void parse_args(std::span<const std::string> args, std::string_view origin, Pars
       }
       continue;
     }
+    if (flag == "-k") {  // Ceph's short form of --keyring
+      if (take_value(value)) out.overrides.push_back({Opt::keyring, value, raw});
+      continue;
+    }
     if (flag == "-i" || flag == "--id" || flag == "--user") {
       if (take_value(value)) out.id = value;
       continue;

@@ -1,6 +1,7 @@
 // Entity names and Ceph's command-line conventions for options.
 //
 //   -n/--name TYPE.ID   --id/-i ID   --cluster NAME   -c/--conf FILE[,FILE...]
+//   -k/--keyring FILE[,FILE...]
 //   --<option> VALUE    --<option>=VALUE      dashes and underscores are the
 //   --<bool>  --<bool>=true|false|1|0  --<bool> true|false  --no-<bool>
 //

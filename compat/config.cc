@@ -418,10 +418,9 @@ void Config::check_cross(Diagnostics& diags) const {
 }
 
 // Ceph options whose meaning depends on the entity and that Siphon does not
-// implement. Siphon speaks auth none only: a daemon told to require cephx of
-// its peers would accept unauthenticated ones, an error rather than a silent
-// downgrade; a client that accepts only cephx is refused by a cluster that
-// requires it anyway (siphon-ceph says so), a warning that says why.
+// implement. Siphon's daemons speak auth none only (cephx is client-side so
+// far): a daemon told to require cephx of its peers would accept
+// unauthenticated ones, an error rather than a silent downgrade.
 void Config::check_unimplemented(Diagnostics& diags) const {
   const auto get_string = [&](Opt o) -> const std::string& { return std::get<std::string>(values_[index(o)]); };
   const auto lacks_none = [&](Opt o) {
@@ -450,10 +449,6 @@ void Config::check_unimplemented(Diagnostics& diags) const {
                                 schema(addr).name));
     }
   }
-  if (lacks_none(Opt::auth_client_required))
-    diags.warning(sources_[index(Opt::auth_client_required)].where,
-                  fmt::format("auth_client_required = {}: Siphon implements auth none only; a cluster that "
-                              "requires cephx refuses it", get<Opt::auth_client_required>()));
 }
 
 MsTypes Config::ms_types() const {

@@ -121,9 +121,7 @@ void ConnectionImpl::attach(transport::ConnectionRef conn) {
   link_ = std::make_shared<TransportLink>(ConnectionImplRef(this));
   conn_ = std::move(conn);
   if (paused_) conn_->pause_receive(true);
-  proto::Banner mine;
-  if (!core_->options.ms_msgr2_rev1) mine.supported &= ~proto::Banner::kRevision1;
-  conn_->start(*link_, mine);
+  conn_->start(*link_, my_banner());
 }
 
 void ConnectionImpl::detach_transport() {
@@ -141,11 +139,18 @@ void ConnectionImpl::detach_transport() {
   accept_slot_.reset();
 }
 
-void ConnectionImpl::on_established(TransportLink* link, const proto::Negotiated&) {
+proto::Banner ConnectionImpl::my_banner() const {
+  proto::Banner mine;
+  if (!core_->options.ms_msgr2_rev1) mine.supported &= ~proto::Banner::kRevision1;
+  return mine;
+}
+
+void ConnectionImpl::on_established(TransportLink* link, const proto::Negotiated& n) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
   if (client_hs_) {
-    handle_step(client_hs_->start());
+    // The banners start the transcript cephx signs (cephx.md §5).
+    handle_step(client_hs_->start(my_banner(), n));
   } else if (server_hs_) {
     handle_step(server_hs_->start());
   }
@@ -186,6 +191,16 @@ void ConnectionImpl::on_writable(TransportLink* link) {
 
 void ConnectionImpl::handle_step(Step&& step) {
   SIPHON_ASSERT_ON_WORKER(owner());
+  if (step.secure) {
+    // Only offered when the configuration asks for it (compat offers crc
+    // only until the stacks encrypt frames): a peer that picks it anyway
+    // gets a clear fault rather than a garbled session.
+    core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+    fault(make_error_code(errc::auth_unsupported),
+          "the peer chose secure mode, which this Siphon build's transports do not implement yet; "
+          "set ms_mon_client_mode = crc");
+    return;
+  }
   for (auto& f : step.send) send_frame(std::move(f));
   if (step.learned_addr && client_hs_) core_->learned_addr(client_hs_->me().addrs);
   if (step.session_reset) {
@@ -235,6 +250,9 @@ void ConnectionImpl::client_ready(const Step& step) {
     outq_.renumber();
     acked_in_seq_ = 0;
   }
+  SIPHON_LOG(session, 5, "ready with {} as global_id {}: auth {}, {} mode", peer_.addrs.to_string(),
+             info.global_id, info.auth_method == proto::kAuthMethodCephx ? "cephx" : "none",
+             info.con_mode == proto::kConModeSecure ? "secure" : "crc");
   become_ready();
   if (!step.reconnected) core_->dispatch_queue.enqueue({DispatchQueue::Kind::connect, {}, ConnectionImplRef(this), 0});
   flush();

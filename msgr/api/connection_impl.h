@@ -101,6 +101,8 @@ class ConnectionImpl final : public Connection {
   // --- setup (connection_impl.cc) ---
   void connect_attempt();
   void attach(transport::ConnectionRef conn);
+  // The banner we send (msgr2.1 unless ms_msgr2_rev1 is off).
+  proto::Banner my_banner() const;
   void detach_transport();
   void handle_step(session::Step&& step);
   void client_ready(const session::Step& step);

@@ -40,8 +40,11 @@
 #include "msgr/api/options.h"
 #include "msgr/api/policy.h"
 #include "msgr/api/types.h"
+#include "msgr/session/client_auth.h"
 
 namespace siphon {
+
+using ClientAuth = session::ClientAuth;
 
 namespace transport {
 class Stack;
@@ -91,6 +94,9 @@ class Messenger {
   // The auth identity sent in AUTH_REQUEST (auth "none"); default:
   // {name.type, "admin"} for clients, {name.type, to_string(name.num)} else.
   virtual void set_auth_name(const EntityName& name) = 0;
+  // How connections this messenger dials authenticate (default: auth none,
+  // crc). compat::client_auth() builds it from the configuration.
+  virtual void set_client_auth(const ClientAuth& auth) = 0;
   virtual void add_dispatcher_head(Dispatcher* d) = 0;
   virtual void add_dispatcher_tail(Dispatcher* d) = 0;
   // Listens on every address of `addrs` (port 0: a free port). Each address

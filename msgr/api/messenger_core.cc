@@ -49,6 +49,7 @@ session::LocalIdentity MessengerCore::local_identity() const {
   me.addrs = my_addrs();
   me.nonce = nonce;
   me.auth_name = auth_name;
+  me.auth = client_auth;
   return me;
 }
 

@@ -68,6 +68,7 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   const MessengerOptions options;
   const std::uint32_t nonce;
   EntityName auth_name;
+  session::ClientAuth client_auth;
   Policy default_policy = Policy::lossless_peer();
   std::map<std::uint8_t, Policy> policies;
   std::vector<Dispatcher*> dispatchers;

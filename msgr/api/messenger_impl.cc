@@ -32,6 +32,7 @@ class MessengerImpl final : public Messenger {
   Policy get_policy(std::uint8_t peer_type) const override { return core_->policy_for(peer_type); }
   void set_message_registry(std::shared_ptr<const MessageRegistry> r) override { core_->registry = std::move(r); }
   void set_auth_name(const EntityName& n) override { core_->auth_name = n; }
+  void set_client_auth(const ClientAuth& a) override { core_->client_auth = a; }
   void add_dispatcher_head(Dispatcher* d) override {
     auto& ds = core_->dispatchers;
     ds.push_back(d);

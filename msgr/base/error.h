@@ -26,6 +26,9 @@ enum class errc : int {
   decode_error,           // a payload did not decode (Ceph encodings)
   auth_unsupported,       // the peer requires an auth method we do not have
   feature_mismatch,       // IDENT_MISSING_FEATURES
+  auth_failed,            // cephx: the peer refused our key, or a proof/ticket did not check
+  bad_signature,          // AUTH_SIGNATURE did not match the transcript
+  decrypt_failed,         // a cephx envelope or a secure-mode frame did not decrypt
   // Connection and session.
   connection_refused = 40,
   connection_reset,

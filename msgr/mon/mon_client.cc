@@ -23,6 +23,7 @@ std::string_view to_string(MonError::Kind k) noexcept {
     case MonError::Kind::refused: return "refused";
     case MonError::Kind::timed_out: return "timed_out";
     case MonError::Kind::cephx_required: return "cephx_required";
+    case MonError::Kind::auth_failed: return "auth_failed";
     case MonError::Kind::msgr1_only: return "msgr1_only";
     case MonError::Kind::protocol: return "protocol";
     case MonError::Kind::shut_down: return "shut_down";
@@ -100,6 +101,7 @@ void MonClient::start_locked() {
   register_mon_messages(*registry);
   msgr_->set_message_registry(registry);
   msgr_->set_auth_name(opts_.auth_name);
+  msgr_->set_client_auth(opts_.auth);
   msgr_->add_dispatcher_tail(this);
   msgr_->start();
   want_dial_ = true;
@@ -159,10 +161,10 @@ void MonClient::hunter_loop() {
 MonError MonClient::classify(const Connection::FaultInfo& f, const EntityAddrVec& addrs) const {
   const std::string who = addrs.to_string();
   const std::error_code& c = f.code;
+  if (c == make_error_code(errc::auth_failed))
+    return {MonError::Kind::auth_failed, fmt::format("{}: {}", who, f.reason)};
   if (c == make_error_code(errc::auth_unsupported) && contains(f.reason, "cephx"))
-    return {MonError::Kind::cephx_required,
-            fmt::format("{}: this cluster requires cephx; Siphon supports auth none ({})", who,
-                        f.reason)};
+    return {MonError::Kind::cephx_required, fmt::format("{}: {}", who, f.reason)};
   if (c == make_error_code(errc::bad_banner) && contains(f.reason, "msgr1"))
     return {MonError::Kind::msgr1_only,
             fmt::format("{} speaks msgr1 (the legacy v1 protocol) only; Siphon speaks msgr2: "
@@ -185,6 +187,7 @@ void MonClient::session_ended_locked(const ConnectionRef& con, MonError why) {
   ++resets_;
   last_error_ = std::move(why);
   fatal_ = last_error_.kind == MonError::Kind::cephx_required ||
+           last_error_.kind == MonError::Kind::auth_failed ||
            last_error_.kind == MonError::Kind::msgr1_only;
   SIPHON_LOG(ms, 5, "mon client: session ended: {}", last_error_.message);
   if (!stopping_ && !fatal_) {

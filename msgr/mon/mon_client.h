@@ -17,8 +17,9 @@
 // answer KEEPALIVE2 within keepalive_timeout is abandoned the same way.
 //
 // Errors a caller can act on are classified (MonError::Kind): connection
-// refused, timeout, the cluster requires cephx, the address speaks msgr1
-// only, no msgr2 address given. Permanent ones (cephx, msgr1) end connect()
+// refused, timeout, the cluster requires cephx and we have no key, the key
+// was refused, the address speaks msgr1 only, no msgr2 address given.
+// Permanent ones (cephx, auth_failed, msgr1) end connect()
 // at once instead of waiting for its timeout.
 //
 // The stack: the client runs its messenger on the stack its caller passes
@@ -65,6 +66,9 @@ struct MonClientOptions {
   std::chrono::nanoseconds hunt_backoff = std::chrono::milliseconds(100);
   std::chrono::nanoseconds hunt_backoff_max = std::chrono::seconds(2);
   EntityName auth_name{proto::kEntityTypeClient, "admin"};
+  // Auth methods, key and connection modes (default: auth none, crc);
+  // compat::client_auth() builds it from the configuration and keyring.
+  ClientAuth auth;
   std::string hostname;  // sent in MMonSubscribe (default: this host's name)
 };
 
@@ -74,7 +78,8 @@ struct MonError {
     no_msgr2_addr,     // every mon address is msgr1 (v1) only
     refused,           // TCP connection refused
     timed_out,         // nothing answered in time
-    cephx_required,    // the mon rejected auth none
+    cephx_required,    // the mon requires cephx and we have no key (or cephx is not in our list)
+    auth_failed,       // the mon refused our cephx key (wrong key) or its reply did not check
     msgr1_only,        // the peer answered with the msgr1 banner
     protocol,          // any other handshake or session failure
     shut_down,

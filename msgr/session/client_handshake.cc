@@ -40,32 +40,34 @@ ClientHandshake::ClientHandshake(LocalIdentity me, PolicyView policy, EntityAddr
       ids_(ids),
       svc_(std::move(services)) {}
 
-Step ClientHandshake::start() { return send_hello(me_.entity_type, target_); }
+Step ClientHandshake::start() { return start(proto::Banner{}, proto::Negotiated{}); }
+
+Step ClientHandshake::start(const proto::Banner& mine, const proto::Negotiated& n) {
+  rev_ = n.rev;
+  recording_ = true;
+  auto append = [](auth::Bytes& to, const BufferList& bl) {
+    for (const auto& p : bl.ptrs()) {
+      const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
+      to.insert(to.end(), d, d + p.length());
+    }
+  };
+  append(tx_, proto::encode_banner(mine));
+  append(rx_, proto::encode_banner(n.peer));
+  Step s = send_hello(me_.entity_type, target_);
+  for (const Frame& f : s.send) record(f, tx_);
+  return s;
+}
 
 Step ClientHandshake::on_frame(const Frame& f) {
+  if (recording_ && (state_ == State::hello_wait || state_ == State::auth_wait)) record(f, rx_);
   switch (state_) {
     case State::hello_wait:
       if (f.tag == Tag::hello) return on_hello(f);
       break;
     case State::auth_wait:
       if (f.tag == Tag::auth_done) return on_auth_done(f);
-      if (f.tag == Tag::auth_bad_method) {
-        AuthBadMethod bad;
-        std::string why;
-        if (!decode(f, bad, why)) return fail(errc::decode_error, std::string(why));
-        std::string allowed;
-        for (const std::uint32_t m : bad.allowed_methods) {
-          if (!allowed.empty()) allowed += ',';
-          allowed += m == proto::kAuthMethodNone    ? std::string("none")
-                     : m == proto::kAuthMethodCephx ? std::string("cephx")
-                     : m == proto::kAuthMethodGss   ? std::string("gss")
-                                                    : std::to_string(m);
-        }
-        return fail(errc::auth_unsupported,
-                    fmt::format("peer rejected auth method {} (result {}); it allows [{}]; only "
-                                "'none' is available",
-                                bad.method, bad.result, allowed));
-      }
+      if (f.tag == Tag::auth_bad_method) return on_auth_bad_method(f);
+      if (f.tag == Tag::auth_reply_more) return on_auth_reply_more(f);
       break;
     case State::sig_wait:
       if (f.tag == Tag::auth_signature) return on_signature(f);
@@ -113,23 +115,24 @@ Step ClientHandshake::on_hello(const Frame& f) {
     me_.addrs.addrs.push_back(mine);
     s.learned_addr = true;
   }
-  AuthRequest req;
-  req.auth_payload = expected_peer_type_ == proto::kEntityTypeMon
-                        ? proto::auth_none_mon_payload(me_.auth_name, peer_.global_id)
-                        : proto::auth_none_authorizer_payload(me_.auth_name, peer_.global_id);
-  s.send.push_back(encode(req));
   state_ = State::auth_wait;
-  return s;
+  return send_auth_request(std::move(s));
 }
 
 Step ClientHandshake::on_auth_done(const Frame& f) {
   AuthDone d;
   std::string why;
   if (!decode(f, d, why)) return fail(errc::decode_error, std::string(why));
-  if (d.con_mode != kConModeCrc)
+  // Secure mode needs cephx's connection secret (on_cephx_done checks the
+  // mode against what we offered).
+  if (d.con_mode != kConModeCrc && method_ != proto::kAuthMethodCephx)
     return fail(errc::auth_unsupported,
-                fmt::format("peer chose connection mode {}; only crc is supported", d.con_mode));
+                fmt::format("peer chose connection mode {} with auth none; only crc is possible", d.con_mode));
   peer_.global_id = d.global_id;
+  peer_.con_mode = d.con_mode;
+  peer_.auth_method = method_;
+  recording_ = false;
+  if (method_ == proto::kAuthMethodCephx) return on_cephx_done(d);
   Step s;
   s.send.push_back(encode(AuthSignature{}));  // auth none: 32 zero bytes
   state_ = State::sig_wait;
@@ -137,7 +140,11 @@ Step ClientHandshake::on_auth_done(const Frame& f) {
 }
 
 Step ClientHandshake::on_signature(const Frame& f) {
-  if (auto fault = check_signature(f)) return *std::move(fault);
+  if (method_ == proto::kAuthMethodCephx) {
+    if (Step bad = check_cephx_signature(f); bad.outcome == Step::Outcome::fault) return bad;
+  } else if (auto fault = check_signature(f)) {
+    return *std::move(fault);
+  }
   ids_.global_seq = svc_.next_global_seq(0);
   Step s;
   if (ids_.server_cookie != 0 && !policy_.lossy) {

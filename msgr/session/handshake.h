@@ -8,9 +8,10 @@
 // Client (connecting side):
 //
 //   start ──> hello_wait ──HELLO──> auth_wait ──AUTH_DONE──> sig_wait
-//                                     │ AUTH_BAD_METHOD        │ AUTH_SIGNATURE (32 zeros)
-//                                     v                        v
-//                                   fault            ident_wait  (sent CLIENT_IDENT, or
+//                                     │ AUTH_BAD_METHOD        │ AUTH_SIGNATURE (zeros under
+//                                     │ (next method, or fault)│ none, the HMAC under cephx)
+//                                     │ AUTH_REPLY_MORE        v
+//                                     │ (cephx: the proof)  ident_wait  (sent CLIENT_IDENT, or
 //                                                       │         SESSION_RECONNECT when a
 //                                                       │         server_cookie exists)
 //      SESSION_RETRY / RETRY_GLOBAL: resend RECONNECT ──┤
@@ -46,6 +47,9 @@
 #include <system_error>
 #include <vector>
 
+#include "msgr/auth/cephx.h"
+#include "msgr/auth/crypto.h"
+#include "msgr/session/client_auth.h"
 #include "msgr/base/error.h"
 #include "msgr/proto/control.h"
 #include "msgr/proto/frame.h"
@@ -65,6 +69,8 @@ using proto::Tag;
 using Hello = proto::Hello;
 using AuthRequest = proto::AuthRequest;
 using AuthBadMethod = proto::AuthBadMethod;
+using AuthReplyMore = proto::AuthReplyMore;
+using AuthRequestMore = proto::AuthRequestMore;
 using AuthDone = proto::AuthDone;
 using AuthSignature = proto::AuthSignature;
 using ClientIdent = proto::ClientIdent;
@@ -119,7 +125,8 @@ struct LocalIdentity {
   std::int64_t gid = -1;          // our entity_name_t num
   EntityAddrVec addrs;            // bound addresses (empty: not bound)
   std::uint32_t nonce = 0;
-  proto::EntityName auth_name;    // for the auth "none" payload
+  proto::EntityName auth_name;    // who we authenticate as
+  ClientAuth auth;                // connecting side only
 };
 
 // The part of a policy the handshake applies.
@@ -162,6 +169,8 @@ struct PeerInfo {
   std::uint64_t features = 0;     // negotiated: ours & theirs
   bool lossy = false;             // session flag (server's decision)
   std::uint64_t global_id = 0;    // auth global_id
+  std::uint32_t auth_method = proto::kAuthMethodNone;  // what the handshake used
+  std::uint32_t con_mode = proto::kConModeCrc;
 };
 
 struct Step {
@@ -183,6 +192,12 @@ struct Step {
   bool reset_full = false;
   // Client: we learned our address from the server's HELLO (not bound).
   bool learned_addr = false;
+  // Client, cephx: the peer chose secure mode. The driver must switch the
+  // transport to AES-GCM with `connection_secret` (cephx.md §6) before it
+  // sends `send` (the AUTH_SIGNATURE) and for every frame received after
+  // AUTH_DONE; a driver whose transport cannot must fault.
+  bool secure = false;
+  auth::Bytes connection_secret;
   // Client ready after SESSION_RECONNECT_OK: the peer's in_seq.
   bool reconnected = false;
   std::uint64_t peer_in_seq = 0;
@@ -248,17 +263,32 @@ class ClientHandshake : public detail::HandshakeCommon<ClientHandshakeState> {
   ClientHandshake(LocalIdentity me, PolicyView policy, EntityAddr target, std::uint8_t peer_type,
                   SessionIds ids, HandshakeServices services);
 
-  // The transport exchanged banners: sends HELLO.
+  // The transport exchanged banners: sends HELLO. `mine` and `n` are the
+  // banners (cephx signs every byte from the first one, cephx.md §5); the
+  // overload without them is for auth none only.
   Step start();
+  Step start(const proto::Banner& mine, const proto::Negotiated& n);
   Step on_frame(const Frame& f);
 
   const SessionIds& ids() const noexcept { return ids_; }
   const PeerInfo& peer() const noexcept { return peer_; }
   const LocalIdentity& me() const noexcept { return me_; }
+  // cephx with a mon: the session key, tickets and connection secret
+  // (valid once AUTH_DONE was accepted).
+  const std::optional<auth::MonAuthResult>& cephx() const noexcept { return cephx_; }
 
  private:
   Step on_hello(const Frame& f);
   Step on_auth_done(const Frame& f);
+  // cephx (client_cephx.cc).
+  Step send_auth_request(Step s);
+  Step on_auth_bad_method(const Frame& f);
+  Step on_auth_reply_more(const Frame& f);
+  Step on_cephx_done(const AuthDone& d);
+  Step check_cephx_signature(const Frame& f);
+  // Appends a frame's wire bytes to the transcript of what we sent/received.
+  void record(const Frame& f, auth::Bytes& into) const;
+  Step send(Step s, Frame f);
   Step on_signature(const Frame& f);
   Step on_ident_reply(const Frame& f);
   Frame client_ident();
@@ -272,6 +302,17 @@ class ClientHandshake : public detail::HandshakeCommon<ClientHandshakeState> {
   HandshakeServices svc_;
   PeerInfo peer_;
   bool sent_reconnect_ = false;
+  // Auth: the method being tried, those tried, and the cephx state.
+  proto::FrameRev rev_ = proto::FrameRev::rev1;
+  bool recording_ = false;
+  auth::Bytes tx_;  // banner, HELLO, AUTH_REQUEST[_MORE]: what the server signs
+  auth::Bytes rx_;  // banner, HELLO, AUTH_* replies: what we sign
+  std::vector<std::uint32_t> tried_;
+  std::uint32_t method_ = proto::kAuthMethodNone;
+  std::uint64_t server_challenge_ = 0;
+  bool challenged_ = false;
+  auth::Bytes session_key_;
+  std::optional<auth::MonAuthResult> cephx_;
 };
 
 class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -15,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "mon_fixture.h"
+#include "msgr/auth/keyring.h"
 #include "msgr/base/log.h"
 #include "msgr/mon/mon_client.h"
 #include "msgr/transport/tcp_stack.h"
@@ -94,6 +97,56 @@ TEST(MonInterop, HandshakeInMsgr21AndMsgr20) {
     mc.shutdown();
   }
   log::set_level(log::Subsys::transport, log::kDefaultLevel);
+  log::set_sink(nullptr);
+}
+
+// cephx (issue 15): the MonClient authenticates as client.admin with the key
+// from the fixture's keyring, in crc mode (the default modes "secure crc":
+// Siphon offers crc); a wrong key is refused at once, naming the entity.
+TEST(MonInterop, CephxWithTheKeyringAndAWrongKey) {
+  SIPHON_START_MON(mon, std::vector<std::string>{}, true);
+  std::ifstream in(mon.keyring());
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string why;
+  const auto kr = auth::Keyring::parse(text.str(), mon.keyring(), why);
+  ASSERT_TRUE(kr) << why;
+  const auth::KeyringEntry* admin = kr->find("client.admin");
+  ASSERT_NE(admin, nullptr);
+  log::set_sink(&capture);
+  log::set_level(log::Subsys::session, 5);
+  {
+    MonClientOptions o = client_options(mon);
+    o.auth.methods = {proto::kAuthMethodCephx};
+    o.auth.secret = admin->key.secret;
+    o.auth.key_source = "keyring " + mon.keyring();
+    const std::size_t before = count_log("auth cephx, crc mode");
+    MonClient mc(tcp_stack(), o);
+    const mon::MonError e = mc.connect(20s);
+    ASSERT_FALSE(e) << e.message;
+    const auto v = mc.get_version("monmap", 20s);
+    ASSERT_FALSE(v.error) << v.error.message;
+    EXPECT_EQ(v.version, 1u);
+    const auto r = mc.command({R"({"prefix": "fsid", "format": "json"})"}, {}, 20s);
+    EXPECT_EQ(r.r, 0) << r.rs;
+    EXPECT_EQ(count_log("auth cephx, crc mode"), before + 1);
+    mc.shutdown();
+  }
+  {
+    MonClientOptions o = client_options(mon);
+    o.auth.methods = {proto::kAuthMethodCephx};
+    o.auth.secret = std::vector<std::uint8_t>(16, 0x5a);
+    o.auth.key_source = "keyring /wrong.keyring";
+    MonClient mc(tcp_stack(), o);
+    const auto t0 = std::chrono::steady_clock::now();
+    const mon::MonError e = mc.connect(20s);
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s) << "a refused key waited for the timeout";
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e.kind, mon::MonError::Kind::auth_failed) << e.message;
+    EXPECT_NE(e.message.find("client.admin from keyring /wrong.keyring"), std::string::npos) << e.message;
+    mc.shutdown();
+  }
+  log::set_level(log::Subsys::session, log::kDefaultLevel);
   log::set_sink(nullptr);
 }
 

@@ -31,8 +31,9 @@ inline std::pair<int, std::string> run_shell(const std::string& cmd) {
 
 class MonFixture {
  public:
-  // Starts the mon; `conf_lines` go into its [global] section.
-  explicit MonFixture(std::vector<std::string> conf_lines = {}) {
+  // Starts the mon; `conf_lines` go into its [global] section. `cephx`: the
+  // mon requires cephx; keyring() holds mon. and client.admin.
+  explicit MonFixture(std::vector<std::string> conf_lines = {}, bool cephx = false) {
     char tmpl[] = "/tmp/siphon-interop-XXXXXX";
     const char* d = ::mkdtemp(tmpl);
     if (d == nullptr) {
@@ -42,6 +43,7 @@ class MonFixture {
     dir_ = d;
     std::string cmd = quote(script()) + " start " + quote(dir_);
     for (const auto& l : conf_lines) cmd += " --conf " + quote(l);
+    if (cephx) cmd += " --cephx";
     cmd += " 2>&1";
     auto [rc, out] = run_shell(cmd);
     started_ = rc == 0;
@@ -67,6 +69,7 @@ class MonFixture {
   int port() const { return port_; }
   std::string dir() const { return dir_; }
   std::string conf() const { return dir_ + "/ceph.conf"; }
+  std::string keyring() const { return dir_ + "/keyring"; }
   std::string mon_host() const { return "v2:127.0.0.1:" + std::to_string(port_); }
 
   // Stops and starts the mon again on the same port.

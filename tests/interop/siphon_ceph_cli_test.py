@@ -179,16 +179,46 @@ def main():
             try:
                 expect(p.returncode == 0, f"the cephx mon did not start: {p.stdout.decode()}")
                 conf = os.path.join(xdir, "ceph.conf")
+                keyring = os.path.join(xdir, "keyring")
+                os.chmod(keyring, 0o600)
+                x = Checks(conf, None)
                 # The real ceph CLI gets in with the keyring: the mon is up.
-                rc, _, err = run(["ceph", "-c", conf, "--connect-timeout", "10", "fsid"])
+                rc, _, err = x.ceph("fsid")
                 expect(rc == 0, f"ceph with cephx: exit {rc}: {err}")
-                rc, out, err = run([SIPHON, "-c", conf, "--connect-timeout", "10", "status"], timeout=30)
-                expect(rc != 0 and out == "", f"siphon-ceph against a cephx mon: exit {rc}, output {out!r}")
-                expect("this cluster requires cephx; Siphon supports auth none" in err, err)
+                # The keyring from ceph.conf (keyring = DIR/keyring), then given
+                # as ceph's tools take it. Default modes (secure crc): Siphon
+                # offers crc, which the mon allows.
+                same_json(x, ["status", "-f", "json"], STATUS_VOLATILE)
+                rc, out, err = x.siphon("-k", keyring, "-n", "client.admin", "--debug-ms", "5",
+                                        "mon", "dump", "-f", "json")
+                expect(rc == 0, f"siphon-ceph -k -n: exit {rc}: {err}")
+                expect("auth cephx, crc mode" in err, "no cephx session in the log")
+                expect(json.loads(out) == json.loads(x.ceph("mon", "dump", "-f", "json")[1]), "mon dump")
+                rc, out, err = x.siphon("--ms_mon_client_mode", "crc", "--keyring", keyring, "fsid")
+                expect(rc == 0, f"ms_mon_client_mode = crc: exit {rc}: {err}")
+                # A wrong key for client.admin: refused, naming entity and keyring.
+                wrong = os.path.join(xdir, "wrong.keyring")
+                with open(wrong, "w") as f:
+                    f.write("[client.admin]\n\tkey = AQAA8VNlAAAAABAAABEiM0RVZneImaq7zN3u/w==\n")
+                os.chmod(wrong, 0o600)
+                rc, out, err = x.siphon("-k", wrong, "status", timeout=30)
+                expect(rc == 13 and out == "", f"wrong key: exit {rc}, output {out!r}")
+                expect("client.admin" in err and wrong in err and "refused" in err, err)
+                # An entity the keyring does not hold.
+                rc, out, err = x.siphon("-k", keyring, "-n", "client.nobody", "status", timeout=30)
+                expect(rc == 13 and "has no key for client.nobody" in err and keyring in err, err)
+                # No keyring at all: cephx is dropped, and the cephx-only mon refuses.
+                missing = os.path.join(xdir, "no-such.keyring")
+                rc, out, err = x.siphon("-k", missing, "status", timeout=30)
+                expect(rc == 13 and "client.admin" in err and missing in err, f"no keyring: {rc} {err}")
+                # A world-readable keyring works and draws a warning.
+                os.chmod(keyring, 0o644)
+                rc, out, err = x.siphon("fsid")
+                expect(rc == 0 and "readable by everyone" in err and keyring in err, f"{rc} {err}")
             finally:
                 subprocess.run([FIXTURE, "stop", xdir], timeout=60)
 
-        c.check("a mon that requires cephx: clear message, non-zero exit", cephx_mon)
+        c.check("a cephx mon: status as ceph, -k/-n, crc mode; wrong/missing key refused clearly", cephx_mon)
         print(f"{c.passed} passed, {c.failed} failed")
         return 0 if c.failed == 0 else 1
     finally:

@@ -20,7 +20,9 @@ LAYERS = {
     "siphon_transport": (["msgr/transport"], ["siphon_proto"]),
     # The session layer is pure (events in, actions out): it needs the codec,
     # not the transport; msgr/api drives both.
-    "siphon_session": (["msgr/session"], ["siphon_proto"]),
+    # cephx and secure-mode crypto (OpenSSL); pure bytes in, bytes out.
+    "siphon_auth": (["msgr/auth"], ["siphon_base"]),
+    "siphon_session": (["msgr/session"], ["siphon_proto", "siphon_auth"]),
     "siphon_api": (["msgr/api"], ["siphon_session", "siphon_transport"]),
     "siphon_mon": (["msgr/mon"], ["siphon_api"]),
     # The client's OSDMap and placement: pure code over the codec.

@@ -24,6 +24,7 @@
 #include "map_object.h"
 #include "compat/config.h"
 #include "compat/factory.h"
+#include "compat/keyring.h"
 #include "msgr/base/buffer.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -34,7 +35,7 @@ namespace {
 using namespace siphon;
 using namespace std::chrono_literals;
 
-constexpr std::string_view kUsage = R"(siphon-ceph: talk to Ceph monitors over Siphon's msgr2 messenger (auth none)
+constexpr std::string_view kUsage = R"(siphon-ceph: talk to Ceph monitors over Siphon's msgr2 messenger (cephx or auth none)
 
 USAGE
   siphon-ceph [OPTIONS] COMMAND WORDS...       any mon command, e.g. status, mon dump,
@@ -55,12 +56,13 @@ OPTIONS
   --timeout SEC            give up waiting for the reply after SEC seconds (default 300)
   -s, --status             the same as the command 'status'
   --msgr2-rev0             speak msgr2.0 frames instead of msgr2.1 (tests)
+  -k, --keyring FILE       keyring with the entity's key (default: Ceph's search list)
   -n, --name TYPE.ID / --id ID / --<option> VALUE    as for ceph
   -h, --help               this text
 
 Named command arguments may be given as --name VALUE (e.g. osd pool create p --pg_num 8).
 Exit status: the command's error number (e.g. 22 for EINVAL), 0 on success; 1 when no
-monitor could be reached, 13 when the cluster requires cephx.
+monitor could be reached, 13 when authentication fails (no key, or a wrong key).
 )";
 
 struct Cli {
@@ -140,6 +142,9 @@ Cli parse_cli(const std::vector<std::string>& a) {
     } else if (take_value(a, i, "-c", v) || take_value(a, i, "--conf", v)) {
       c.compat_args.push_back("--conf");
       c.compat_args.push_back(v);
+    } else if (take_value(a, i, "-k", v) || take_value(a, i, "--keyring", v)) {
+      c.compat_args.push_back("--keyring");
+      c.compat_args.push_back(v);
     } else if (take_value(a, i, "-n", v) || take_value(a, i, "--name", v) ||
                take_value(a, i, "--id", v) || take_value(a, i, "-i", v) ||
                take_value(a, i, "--cluster", v)) {
@@ -177,7 +182,7 @@ std::chrono::nanoseconds secs(double s) {
 
 int connect_error_exit(const mon::MonError& e) {
   std::fprintf(stderr, "siphon-ceph: error connecting to the cluster: %s\n", e.message.c_str());
-  return e.kind == mon::MonError::Kind::cephx_required ? 13 : 1;
+  return e.kind == mon::MonError::Kind::cephx_required || e.kind == mon::MonError::Kind::auth_failed ? 13 : 1;
 }
 
 std::string errno_name(int e) {
@@ -341,6 +346,12 @@ int main(int argc, char** argv) {
   o.messenger.ms_connection_ready_timeout =
       std::min(o.messenger.ms_connection_ready_timeout, secs(cli.connect_timeout));
   if (auto name = proto::EntityName::parse(cfg.name().to_string())) o.auth_name = *name;
+  try {
+    o.auth = compat::client_auth(cfg);
+  } catch (const SetupError& e) {
+    std::fprintf(stderr, "siphon-ceph: %s\n", e.what());
+    return 13;
+  }
   // Monitors listen on TCP whatever ms_type says (noted above): the TCP stack
   // with the configuration's transport options, from the composition root.
   std::shared_ptr<transport::Stack> stack;

@@ -1,0 +1,227 @@
+#include "msgr/auth/cephx.h"
+
+#include <fmt/format.h>
+
+namespace siphon::auth {
+namespace {
+
+void put_u16(Bytes& out, std::uint16_t v) {
+  out.push_back(static_cast<std::uint8_t>(v));
+  out.push_back(static_cast<std::uint8_t>(v >> 8));
+}
+void put_u32(Bytes& out, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+}
+void put_u64(Bytes& out, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<std::uint8_t>(v >> (8 * i)));
+}
+
+// A bounds-checked little-endian reader over a byte span. The first failure
+// sticks and names the field.
+class Reader {
+ public:
+  Reader(ByteView in, std::size_t& pos, std::string& why) : in_(in), pos_(pos), why_(why) {}
+  bool ok() const noexcept { return ok_; }
+  std::uint64_t uint(std::size_t n, std::string_view field) {
+    if (!need(n, field)) return 0;
+    std::uint64_t v = 0;
+    for (std::size_t i = n; i-- > 0;) v = (v << 8) | in_[pos_ + i];
+    pos_ += n;
+    return v;
+  }
+  std::uint8_t u8(std::string_view f) { return static_cast<std::uint8_t>(uint(1, f)); }
+  std::uint16_t u16(std::string_view f) { return static_cast<std::uint16_t>(uint(2, f)); }
+  std::uint32_t u32(std::string_view f) { return static_cast<std::uint32_t>(uint(4, f)); }
+  std::uint64_t u64(std::string_view f) { return uint(8, f); }
+  // u32 length + bytes.
+  ByteView blob(std::string_view field) {
+    const std::uint32_t len = u32(field);
+    if (!need(len, field)) return {};
+    ByteView v = in_.subspan(pos_, len);
+    pos_ += len;
+    return v;
+  }
+  void expect_version(std::uint8_t want, std::string_view field) {
+    const std::uint8_t v = u8(field);
+    if (ok_ && v != want) fail(fmt::format("{} version {} (expected {})", field, v, want));
+  }
+  void fail(std::string why) {
+    if (ok_) why_ = std::move(why);
+    ok_ = false;
+  }
+
+ private:
+  bool need(std::size_t n, std::string_view field) {
+    if (ok_ && in_.size() - pos_ < n)
+      fail(fmt::format("{} truncated: needs {} bytes, {} remain", field, n, in_.size() - pos_));
+    return ok_;
+  }
+  ByteView in_;
+  std::size_t& pos_;
+  std::string& why_;
+  bool ok_ = true;
+};
+
+}  // namespace
+
+std::optional<std::uint64_t> challenge_proof(ByteView secret, std::uint64_t server_challenge,
+                                             std::uint64_t client_challenge, std::string& why) {
+  Bytes blob;
+  put_u64(blob, server_challenge);
+  put_u64(blob, client_challenge);
+  auto enc = seal_with_length(secret, blob, why);
+  if (!enc) return std::nullopt;
+  std::uint64_t k = 0;
+  for (std::size_t off = 0; off + 8 <= enc->size(); off += 8) {
+    std::uint64_t w = 0;
+    for (std::size_t i = 8; i-- > 0;) w = (w << 8) | (*enc)[off + i];
+    k ^= w;
+  }
+  return k;
+}
+
+std::optional<std::uint64_t> decode_server_challenge(ByteView payload, std::string& why) {
+  std::size_t pos = 0;
+  Reader r(payload, pos, why);
+  r.expect_version(1, "CephXServerChallenge");
+  const std::uint64_t c = r.u64("server_challenge");
+  if (!r.ok()) return std::nullopt;
+  return c;
+}
+
+std::optional<Bytes> authenticate_payload(ByteView secret, std::uint64_t server_challenge,
+                                          std::uint64_t client_challenge, std::uint32_t other_keys,
+                                          std::string& why) {
+  auto key = challenge_proof(secret, server_challenge, client_challenge, why);
+  if (!key) return std::nullopt;
+  Bytes out;
+  put_u16(out, kCephxGetAuthSessionKey);
+  out.push_back(3);  // CephXAuthenticate v3
+  put_u64(out, client_challenge);
+  put_u64(out, *key);
+  out.push_back(1);  // CephXTicketBlob v1, empty: no reclaim
+  put_u64(out, 0);
+  put_u32(out, 0);
+  put_u32(out, other_keys);
+  return out;
+}
+
+bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vector<ServiceTicket>& out,
+                         std::string& why) {
+  Reader r(in, pos, why);
+  r.expect_version(1, "service ticket reply");
+  const std::uint32_t n = r.u32("ticket count");
+  if (r.ok() && n > 64) r.fail(fmt::format("{} service tickets in one reply", n));
+  for (std::uint32_t i = 0; i < n && r.ok(); ++i) {
+    ServiceTicket t;
+    t.service_id = r.u32("service_id");
+    r.expect_version(1, "service ticket");
+    const ByteView ct = r.blob("CephXServiceTicket");
+    const std::uint8_t ticket_enc = r.u8("ticket_enc");
+    const ByteView blob = r.blob("ticket blob");
+    if (!r.ok()) return false;
+    std::string e;
+    auto plain = open(key, ct, e);
+    if (!plain) {
+      r.fail(fmt::format("service {:#x} ticket: {}", t.service_id, e));
+      return false;
+    }
+    std::size_t p = 0;
+    Reader tr(*plain, p, e);
+    tr.expect_version(1, "CephXServiceTicket");
+    if (tr.ok() && !CryptoKey::decode(*plain, p, t.session_key, e)) tr.fail(e);
+    t.validity_sec = tr.u32("validity");
+    t.validity_nsec = tr.u32("validity");
+    if (tr.ok() && t.session_key.secret.size() < kAesKeySize) tr.fail("session key shorter than 16 bytes");
+    if (!tr.ok()) {
+      r.fail(fmt::format("service {:#x} ticket: {}", t.service_id, e));
+      return false;
+    }
+    if (ticket_enc != 0) {
+      // Only a reclaiming client (global_id != 0 with its old ticket) gets
+      // an encrypted ticket blob; Siphon never reclaims.
+      r.fail(fmt::format("service {:#x}: encrypted ticket blob, but no global_id was reclaimed", t.service_id));
+      return false;
+    }
+    t.ticket_blob.assign(blob.begin(), blob.end());
+    std::size_t bp = 0;
+    Reader br(blob, bp, e);
+    br.expect_version(1, "CephXTicketBlob");
+    t.secret_id = br.u64("secret_id");
+    br.blob("ticket");
+    if (!br.ok()) {
+      r.fail(fmt::format("service {:#x}: {}", t.service_id, e));
+      return false;
+    }
+    out.push_back(std::move(t));
+  }
+  return r.ok();
+}
+
+std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteView payload, std::string& why) {
+  std::size_t pos = 0;
+  Reader r(payload, pos, why);
+  const std::uint16_t type = r.u16("request_type");
+  const auto status = static_cast<std::int32_t>(r.u32("status"));
+  if (!r.ok()) return std::nullopt;
+  if (type != kCephxGetAuthSessionKey) {
+    why = fmt::format("reply to request type {:#06x}, expected {:#06x}", type, kCephxGetAuthSessionKey);
+    return std::nullopt;
+  }
+  if (status != 0) {
+    why = fmt::format("mon answered status {}", status);
+    return std::nullopt;
+  }
+  std::vector<ServiceTicket> tickets;
+  if (!decode_ticket_reply(payload, pos, entity_secret, tickets, why)) {
+    why = "AUTH ticket (opened with the entity's key): " + why;
+    return std::nullopt;
+  }
+  MonAuthResult res;
+  bool have_auth = false;
+  for (auto& t : tickets)
+    if (t.service_id == kServiceAuth) {
+      res.auth = std::move(t);
+      have_auth = true;
+    }
+  if (!have_auth) {
+    why = "the reply holds no AUTH ticket";
+    return std::nullopt;
+  }
+  const ByteView session = res.auth.session_key.secret;
+  if (pos == payload.size()) return res;  // other_keys was 0: no secret, no extra tickets
+  const ByteView cbl = r.blob("connection secret");
+  if (!r.ok()) return std::nullopt;
+  if (!cbl.empty()) {
+    std::size_t cp = 0;
+    std::string e;
+    Reader cr(cbl, cp, e);
+    const ByteView ct = cr.blob("connection secret");
+    std::optional<Bytes> plain;
+    if (cr.ok()) plain = open(session, ct, e);
+    if (!plain) {
+      why = "connection secret: " + e;
+      return std::nullopt;
+    }
+    std::size_t sp = 0;
+    Reader sr(*plain, sp, e);
+    const ByteView secret = sr.blob("connection secret");
+    if (!sr.ok()) {
+      why = "connection secret: " + e;
+      return std::nullopt;
+    }
+    res.connection_secret.assign(secret.begin(), secret.end());
+  }
+  const ByteView extra = r.blob("extra tickets");
+  if (!r.ok()) return std::nullopt;
+  if (!extra.empty()) {
+    std::size_t ep = 0;
+    if (!decode_ticket_reply(extra, ep, session, res.extra, why)) {
+      why = "service tickets: " + why;
+      return std::nullopt;
+    }
+  }
+  return res;
+}
+
+}  // namespace siphon::auth

@@ -1,0 +1,80 @@
+// cephx's client side towards a monitor, as bytes in and bytes out
+// (shared/reference/cephx.md §3, §5). No I/O and no clock: the session
+// layer's handshake calls these with the frames' auth payloads.
+//
+//   C: AUTH_REQUEST       mon_request_payload(name, global_id)  (= auth none's)
+//   S: AUTH_REPLY_MORE    decode_server_challenge()
+//   C: AUTH_REQUEST_MORE  authenticate_payload(secret, server/client challenge, other_keys)
+//   S: AUTH_DONE          decode_mon_auth_done() -> session key, AUTH ticket,
+//                         connection secret, service tickets
+//   both: AUTH_SIGNATURE  hmac_sha256(session key, the bytes received)
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "msgr/auth/crypto.h"
+
+namespace siphon::auth {
+
+inline constexpr std::uint16_t kCephxGetAuthSessionKey = 0x0100;
+inline constexpr std::uint16_t kCephxGetPrincipalSessionKey = 0x0200;
+inline constexpr std::uint16_t kCephxGetRotatingKey = 0x0400;
+
+// Service ids (= entity types) for `other_keys`.
+inline constexpr std::uint32_t kServiceMon = 0x01;
+inline constexpr std::uint32_t kServiceMds = 0x02;
+inline constexpr std::uint32_t kServiceOsd = 0x04;
+inline constexpr std::uint32_t kServiceMgr = 0x10;
+inline constexpr std::uint32_t kServiceAuth = 0x20;
+// What a Ceph client asks for on its real mon session (cephx.md §3.3).
+inline constexpr std::uint32_t kDefaultWantKeys = kServiceMon | kServiceOsd | kServiceMgr | kServiceAuth;
+
+// The secure-mode connection secret the mon hands out (64 bytes).
+inline constexpr std::size_t kConnectionSecretSize = 64;
+
+// A ticket for one service: its session key, and the opaque CephXTicketBlob
+// (u8 1 | u64 secret_id | u32 len + blob) copied verbatim for authorizers.
+struct ServiceTicket {
+  std::uint32_t service_id = 0;
+  CryptoKey session_key;
+  std::uint32_t validity_sec = 0;
+  std::uint32_t validity_nsec = 0;
+  std::uint64_t secret_id = 0;
+  Bytes ticket_blob;  // the whole encoded CephXTicketBlob
+};
+
+// What AUTH_DONE from a mon gives the client.
+struct MonAuthResult {
+  ServiceTicket auth;              // service AUTH (0x20): the session key of this connection
+  Bytes connection_secret;         // 64 bytes in secure mode, empty in crc mode
+  std::vector<ServiceTicket> extra;  // MON/OSD/MGR/MDS tickets asked for in other_keys
+};
+
+// The proof of the entity secret: encode_encrypt(server | client challenge),
+// XOR of its little-endian u64 words, u32 length prefix included (§3.3).
+std::optional<std::uint64_t> challenge_proof(ByteView secret, std::uint64_t server_challenge,
+                                             std::uint64_t client_challenge, std::string& why);
+
+// AUTH_REPLY_MORE from a mon: CephXServerChallenge {u8 1, u64}.
+std::optional<std::uint64_t> decode_server_challenge(ByteView payload, std::string& why);
+
+// AUTH_REQUEST_MORE to a mon: CephXRequestHeader + CephXAuthenticate v3 with
+// an empty old ticket (Siphon never reclaims a global_id: it sends 0).
+std::optional<Bytes> authenticate_payload(ByteView secret, std::uint64_t server_challenge,
+                                          std::uint64_t client_challenge, std::uint32_t other_keys,
+                                          std::string& why);
+
+// Decodes AUTH_DONE's payload with the entity's secret. Fails (with a reason
+// naming the step) on a status != 0, a bad envelope or a truncated payload.
+std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteView payload, std::string& why);
+
+// Decodes a service ticket reply (u8 1 | u32 n | tickets); the
+// CephXServiceTicket parts are opened with `key`. Used for AUTH_DONE's two
+// replies and for MAuthReply.
+bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vector<ServiceTicket>& out,
+                         std::string& why);
+
+}  // namespace siphon::auth

@@ -1,0 +1,120 @@
+// The cryptography cephx and msgr2 secure mode use (shared/reference/cephx.md
+// §1-§2, §6), over OpenSSL: no cipher is written here.
+//
+//   CryptoKey        Ceph's key encoding (u16 type, utime created, u16 len,
+//                    secret) and its base64 form in keyrings ("AQ...").
+//   aes_cbc_*        Ceph's AES "cipher": AES-128-CBC, fixed IV
+//                    "cephsageyudagreg", PKCS#7 padding always added.
+//   envelope         u8 1 | u64 AUTH_ENC_MAGIC | T, then AES: the wrapper of
+//                    every encrypted cephx structure, raw (enc_bl) or with a
+//                    u32 length in front (encode_encrypt).
+//   hmac_sha256      AUTH_SIGNATURE.
+//   GcmStream        one direction of a secure-mode connection: AES-128-GCM,
+//                    16-byte tag, no AAD, the nonce advancing per message.
+//
+// Nothing here throws on bad input: decryption failures come back as an
+// empty optional with a reason.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace siphon::auth {
+
+using Bytes = std::vector<std::uint8_t>;
+using ByteView = std::span<const std::uint8_t>;
+
+inline ByteView view(std::string_view s) noexcept {
+  return {reinterpret_cast<const std::uint8_t*>(s.data()), s.size()};
+}
+
+// --- keys -----------------------------------------------------------------------
+
+inline constexpr std::uint16_t kCryptoNone = 0;
+inline constexpr std::uint16_t kCryptoAes = 1;
+inline constexpr std::size_t kAesKeySize = 16;
+
+struct CryptoKey {
+  std::uint16_t type = kCryptoAes;
+  std::uint32_t created_sec = 0;
+  std::uint32_t created_nsec = 0;
+  Bytes secret;
+
+  bool empty() const noexcept { return secret.empty(); }
+  // The 28-byte encoding of a 16-byte key (no struct header).
+  Bytes encode() const;
+  // Decodes `in` starting at `pos` (advanced past the key); false with `why`.
+  static bool decode(ByteView in, std::size_t& pos, CryptoKey& out, std::string& why);
+  // Keyring form: base64 of encode(). parse_base64 accepts Ceph's keys only:
+  // type AES with at least 16 secret bytes.
+  std::string to_base64() const;
+  static std::optional<CryptoKey> from_base64(std::string_view text, std::string& why);
+  friend bool operator==(const CryptoKey&, const CryptoKey&) = default;
+};
+
+std::string base64_encode(ByteView in);
+std::optional<Bytes> base64_decode(std::string_view text);  // strict, padding required
+std::string hex(ByteView in);
+
+// --- Ceph's AES-CBC and the envelope -------------------------------------------------
+
+inline constexpr std::uint64_t kAuthEncMagic = 0xff009cad8826aa55ull;
+
+// AES-128-CBC with Ceph's IV; the key is secret[0..15] (16 bytes needed).
+std::optional<Bytes> aes_cbc_encrypt(ByteView secret, ByteView plain, std::string& why);
+// Decrypts and strips the PKCS#7 padding (checked strictly: Ceph always
+// writes correct padding).
+std::optional<Bytes> aes_cbc_decrypt(ByteView secret, ByteView cipher, std::string& why);
+
+// enc_bl: AES(01 | magic | body), no length prefix.
+std::optional<Bytes> seal(ByteView secret, ByteView body, std::string& why);
+// The inverse: decrypts, checks the version byte and the magic, returns body.
+std::optional<Bytes> open(ByteView secret, ByteView cipher, std::string& why);
+// encode_encrypt: u32 ct_len | seal(body).
+std::optional<Bytes> seal_with_length(ByteView secret, ByteView body, std::string& why);
+
+// --- HMAC ----------------------------------------------------------------------------
+
+using Sha256 = std::array<std::uint8_t, 32>;
+// HMAC-SHA256 over the concatenation of `parts`, keyed with all of `key`.
+Sha256 hmac_sha256(ByteView key, std::span<const ByteView> parts);
+inline Sha256 hmac_sha256(ByteView key, ByteView data) { return hmac_sha256(key, std::span(&data, 1)); }
+
+// --- AES-128-GCM for secure mode ----------------------------------------------------------
+
+inline constexpr std::size_t kGcmTagSize = 16;
+inline constexpr std::size_t kGcmNonceSize = 12;
+
+// One direction of a secure connection (cephx.md §6.1). The nonce is
+// u32 fixed | u64 counter (LE); after each message rev1 adds 1 to the
+// counter, rev0 to the fixed part. Encrypting refuses once the nonce would
+// come back to its initial value ("out of nonces").
+class GcmStream {
+ public:
+  GcmStream(ByteView key16, ByteView nonce12, bool rev1);
+  // `plain` -> ciphertext | tag, appended to `out`.
+  bool seal(ByteView plain, Bytes& out, std::string& why);
+  // `cipher_and_tag` -> plaintext appended to `out`; false on a tag failure.
+  bool open(ByteView cipher_and_tag, Bytes& out, std::string& why);
+  std::array<std::uint8_t, kGcmNonceSize> nonce() const noexcept { return nonce_; }
+
+ private:
+  void advance() noexcept;
+  std::array<std::uint8_t, kAesKeySize> key_{};
+  std::array<std::uint8_t, kGcmNonceSize> nonce_{};
+  std::array<std::uint8_t, kGcmNonceSize> initial_{};
+  bool rev1_;
+  bool exhausted_ = false;
+};
+
+// Cryptographically random bytes (OpenSSL RAND_bytes).
+void random_bytes(std::span<std::uint8_t> out);
+std::uint64_t random_u64();
+
+}  // namespace siphon::auth

@@ -1,0 +1,193 @@
+// The connecting side's auth phase: method choice and fallback, and cephx
+// towards a monitor (shared/reference/cephx.md §3, §5, §7):
+//
+//   AUTH_REQUEST(cephx, modes, 0a | name | global_id 0)
+//   <- AUTH_REPLY_MORE(server challenge)
+//   AUTH_REQUEST_MORE(client challenge, proof of the key, other_keys)
+//   <- AUTH_DONE(global_id, con_mode, session key, tickets, connection secret)
+//   AUTH_SIGNATURE = HMAC-SHA256(session key, every byte received so far),
+//   and the server's must equal the HMAC of every byte we sent.
+//
+// The authorizer towards OSD/MGR/MDS (cephx.md §4) is not implemented: to
+// those peers cephx is skipped and the next method of the list is tried.
+#include <fmt/format.h>
+
+#include "msgr/auth/cephx.h"
+#include "msgr/session/handshake.h"
+
+namespace siphon::session {
+namespace {
+
+constexpr std::int32_t kEACCES = -13;
+
+std::string method_name(std::uint32_t m) {
+  return m == proto::kAuthMethodNone    ? std::string("none")
+         : m == proto::kAuthMethodCephx ? std::string("cephx")
+         : m == proto::kAuthMethodGss   ? std::string("gss")
+                                        : std::to_string(m);
+}
+std::string mode_name(std::uint32_t m) {
+  return m == proto::kConModeCrc ? std::string("crc") : m == proto::kConModeSecure ? std::string("secure")
+                                                                                   : std::to_string(m);
+}
+template <class F>
+std::string join(const std::vector<std::uint32_t>& v, F name) {
+  std::string out;
+  for (const std::uint32_t x : v) out += (out.empty() ? "" : ",") + name(x);
+  return out;
+}
+bool contains(const std::vector<std::uint32_t>& v, std::uint32_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+auth::Bytes bytes_of(const BufferList& bl) {
+  auth::Bytes out;
+  out.reserve(bl.length());
+  for (const auto& p : bl.ptrs()) {
+    const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
+    out.insert(out.end(), d, d + p.length());
+  }
+  return out;
+}
+
+}  // namespace
+
+void ClientHandshake::record(const Frame& f, auth::Bytes& into) const {
+  const auth::Bytes b = bytes_of(proto::encode_frame(f, rev_));
+  into.insert(into.end(), b.begin(), b.end());
+}
+
+Step ClientHandshake::send(Step s, Frame f) {
+  if (recording_) record(f, tx_);
+  s.send.push_back(std::move(f));
+  return s;
+}
+
+Step ClientHandshake::send_auth_request(Step s) {
+  const bool to_mon = expected_peer_type_ == proto::kEntityTypeMon;
+  const bool mon_like = to_mon || expected_peer_type_ == proto::kEntityTypeMgr;
+  const ClientAuth& a = me_.auth;
+  for (const std::uint32_t m : a.methods) {
+    if (contains(tried_, m)) continue;
+    if (m == proto::kAuthMethodCephx && (a.secret.empty() || !to_mon)) continue;
+    if (m != proto::kAuthMethodCephx && m != proto::kAuthMethodNone) continue;
+    method_ = m;
+    tried_.push_back(m);
+    challenged_ = false;
+    AuthRequest req;
+    req.method = m;
+    if (m == proto::kAuthMethodCephx) {
+      req.preferred_modes = mon_like ? a.mon_modes : a.modes;
+      req.auth_payload = proto::auth_none_mon_payload(me_.auth_name, 0);  // same layout (cephx.md §3.1)
+    } else {
+      req.preferred_modes = {kConModeCrc};  // auth none allows crc only
+      req.auth_payload = to_mon ? proto::auth_none_mon_payload(me_.auth_name, peer_.global_id)
+                                : proto::auth_none_authorizer_payload(me_.auth_name, peer_.global_id);
+    }
+    return send(std::move(s), encode(req));
+  }
+  std::string why = fmt::format("no usable auth method for {} towards a {} (auth_client_required: {})",
+                                me_.auth_name.to_string(), proto::entity_type_name(expected_peer_type_),
+                                join(a.methods, method_name));
+  if (contains(a.methods, proto::kAuthMethodCephx) && !to_mon)
+    why += "; cephx towards OSD/MGR/MDS (the authorizer) is not implemented yet";
+  return fail(errc::auth_unsupported, std::move(why));
+}
+
+Step ClientHandshake::on_auth_bad_method(const Frame& f) {
+  AuthBadMethod bad;
+  std::string why;
+  if (!decode(f, bad, why)) return fail(errc::decode_error, std::move(why));
+  const ClientAuth& a = me_.auth;
+  if (method_ == proto::kAuthMethodCephx && bad.method == proto::kAuthMethodCephx && bad.result == kEACCES)
+    return fail(errc::auth_failed,
+                fmt::format("the monitor refused the cephx key of {} from {} (EACCES): the key does not "
+                            "match the cluster's (check `ceph auth get {}`)",
+                            me_.auth_name.to_string(), a.key_source, me_.auth_name.to_string()));
+  // The next method of ours that the peer allows (Ceph's client does the same).
+  for (const std::uint32_t m : a.methods) {
+    if (contains(tried_, m) || !contains(bad.allowed_methods, m)) continue;
+    if (m == proto::kAuthMethodCephx && (a.secret.empty() || expected_peer_type_ != proto::kEntityTypeMon))
+      continue;
+    return send_auth_request(Step{});
+  }
+  why = fmt::format("peer rejected auth method {} (result {}); it allows methods [{}] and modes [{}]; "
+                    "we offer methods [{}]",
+                    method_name(bad.method), bad.result, join(bad.allowed_methods, method_name),
+                    join(bad.allowed_modes, mode_name), join(a.methods, method_name));
+  if (contains(bad.allowed_methods, proto::kAuthMethodCephx)) {
+    if (a.secret.empty())
+      why += fmt::format("; cephx needs a key for {}: {}", me_.auth_name.to_string(),
+                         a.key_source.empty() ? std::string("none configured (keyring, key or keyfile)")
+                                              : a.key_source);
+    else if (!contains(a.methods, proto::kAuthMethodCephx))
+      why += "; add cephx to auth_client_required";
+  }
+  if (bad.result == kEOPNOTSUPP && method_ == proto::kAuthMethodCephx)
+    why += fmt::format("; no common connection mode (we offer [{}]; check ms_mon_client_mode)",
+                       join(a.mon_modes, mode_name));
+  return fail(errc::auth_unsupported, std::move(why));
+}
+
+Step ClientHandshake::on_auth_reply_more(const Frame& f) {
+  if (method_ != proto::kAuthMethodCephx || challenged_)
+    return fail(errc::unexpected_frame, "unexpected AUTH_REPLY_MORE");
+  AuthReplyMore more;
+  std::string why;
+  if (!decode(f, more, why)) return fail(errc::decode_error, std::move(why));
+  const auth::Bytes payload = bytes_of(more.auth_payload);
+  auto challenge = auth::decode_server_challenge(payload, why);
+  if (!challenge) return fail(errc::decode_error, "cephx server challenge: " + why);
+  challenged_ = true;
+  server_challenge_ = *challenge;
+  const std::uint64_t client_challenge = svc_.random_cookie();
+  auto body = auth::authenticate_payload(me_.auth.secret, server_challenge_, client_challenge,
+                                         me_.auth.want_keys | 0x20, why);
+  if (!body) return fail(errc::auth_failed, fmt::format("cephx key of {}: {}", me_.auth_name.to_string(), why));
+  AuthRequestMore req;
+  req.auth_payload = BufferList::copy_of(body->data(), body->size());
+  return send(Step{}, encode(req));
+}
+
+Step ClientHandshake::on_cephx_done(const AuthDone& d) {
+  if (!challenged_) return fail(errc::unexpected_frame, "cephx AUTH_DONE before the challenge");
+  if (!contains(expected_peer_type_ == proto::kEntityTypeMon ? me_.auth.mon_modes : me_.auth.modes, d.con_mode))
+    return fail(errc::auth_unsupported, fmt::format("peer chose connection mode {}, which we did not offer",
+                                                    mode_name(d.con_mode)));
+  const auth::Bytes payload = bytes_of(d.auth_payload);
+  std::string why;
+  auto r = auth::decode_mon_auth_done(me_.auth.secret, payload, why);
+  if (!r)
+    return fail(errc::auth_failed, fmt::format("cannot read the monitor's cephx reply with the key of {} from "
+                                               "{}: {}", me_.auth_name.to_string(), me_.auth.key_source, why));
+  session_key_ = r->auth.session_key.secret;
+  const auth::Sha256 sig = auth::hmac_sha256(session_key_, rx_);
+  AuthSignature out;
+  std::copy(sig.begin(), sig.end(), out.sha256.begin());
+  Step s;
+  if (d.con_mode == proto::kConModeSecure) {
+    if (r->connection_secret.size() < 40)
+      return fail(errc::auth_failed, fmt::format("secure mode chosen, but the connection secret has {} bytes "
+                                                 "(needs 40)", r->connection_secret.size()));
+    s.secure = true;
+    s.connection_secret = r->connection_secret;
+  }
+  cephx_ = std::move(*r);
+  s.send.push_back(encode(out));
+  state_ = State::sig_wait;
+  return s;
+}
+
+Step ClientHandshake::check_cephx_signature(const Frame& f) {
+  AuthSignature sig;
+  std::string why;
+  if (!decode(f, sig, why)) return fail(errc::decode_error, std::move(why));
+  const auth::Sha256 want = auth::hmac_sha256(session_key_, tx_);
+  if (!std::equal(want.begin(), want.end(), sig.sha256.begin()))
+    return fail(errc::bad_signature,
+                "the peer's AUTH_SIGNATURE does not match what we sent (tampered pre-auth frames?)");
+  tx_.clear();
+  rx_.clear();
+  return Step{};
+}
+
+}  // namespace siphon::session
