@@ -137,4 +137,34 @@ std::vector<std::string> split_ceph_args(std::string_view text) {
   return out;
 }
 
+bool translate_set_args(const std::vector<std::string>& in, std::vector<std::string>& out, std::string& error) {
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    std::string kv;
+    if (in[i] == "--set") {
+      if (i + 1 >= in.size()) {
+        error = "--set needs KEY=VALUE";
+        return false;
+      }
+      kv = in[++i];
+    } else if (in[i].rfind("--set=", 0) == 0) {
+      kv = in[i].substr(6);
+    } else {
+      out.push_back(in[i]);
+      continue;
+    }
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      error = fmt::format("--set '{}': expected KEY=VALUE, e.g. --set ms_async_op_threads=2", kv);
+      return false;
+    }
+    const std::string key = kv.substr(0, eq);
+    if (!find_option(key)) {
+      error = fmt::format("--set: '{}' is not an option Siphon knows (docs/configuration.md lists them)", key);
+      return false;
+    }
+    out.push_back("--" + key + "=" + kv.substr(eq + 1));
+  }
+  return true;
+}
+
 }  // namespace siphon::compat

@@ -60,4 +60,10 @@ void parse_args(std::span<const std::string> args, std::string_view origin, Pars
 /// CEPH_ARGS split as Ceph splits it: on spaces, no quoting.
 std::vector<std::string> split_ceph_args(std::string_view text);
 
+/// Siphon's tools also take `--set KEY=VALUE` (and `--set=KEY=VALUE`): each
+/// becomes `--KEY=VALUE` in `out`, after checking that KEY is an option;
+/// every other argument is copied. False, with `error` naming the argument
+/// and the fix, on a malformed pair or an unknown key.
+bool translate_set_args(const std::vector<std::string>& in, std::vector<std::string>& out, std::string& error);
+
 }  // namespace siphon::compat

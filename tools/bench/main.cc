@@ -40,38 +40,6 @@ extern "C" void on_signal(int sig) {
   std::signal(sig, SIG_DFL);
 }
 
-// --set KEY=VALUE becomes --KEY=VALUE for the compat parser, after checking
-// that KEY is an option.
-bool translate_set(const std::vector<std::string>& in, std::vector<std::string>& out, std::string& error) {
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    std::string kv;
-    if (in[i] == "--set") {
-      if (i + 1 >= in.size()) {
-        error = "--set needs KEY=VALUE";
-        return false;
-      }
-      kv = in[++i];
-    } else if (in[i].rfind("--set=", 0) == 0) {
-      kv = in[i].substr(6);
-    } else {
-      out.push_back(in[i]);
-      continue;
-    }
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) {
-      error = fmt::format("--set '{}': expected KEY=VALUE, e.g. --set ms_async_op_threads=2", kv);
-      return false;
-    }
-    const std::string key = kv.substr(0, eq);
-    if (!compat::find_option(key)) {
-      error = fmt::format("--set: '{}' is not an option Siphon knows (docs/configuration.md lists them)", key);
-      return false;
-    }
-    out.push_back("--" + key + "=" + kv.substr(eq + 1));
-  }
-  return true;
-}
-
 bool write_file(const std::string& path, const std::function<void(std::ostream&)>& fill, std::string& error) {
   if (path == "-") {
     fill(std::cout);
@@ -153,7 +121,7 @@ int run(int argc, char** argv) {
   // Configuration flags to the compat Config, the rest to the bench parser.
   std::vector<std::string> conf_args;
   std::string error;
-  if (!translate_set(flags, conf_args, error)) return usage_error(error);
+  if (!compat::translate_set_args(flags, conf_args, error)) return usage_error(error);
   compat::Diagnostics diags;
   std::vector<std::string> rest;
   const compat::ConfigRequest req = compat::ConfigRequest::from_args(conf_args, diags, &rest);

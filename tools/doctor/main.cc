@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "compat/args.h"
 #include "compat/config.h"
 #include "compat/factory.h"
 #include "msgr/base/log.h"
@@ -49,6 +50,7 @@ CONFIG FLAGS (as a daemon reads them)
   -c, --conf FILE         the configuration file
   -n, --name TYPE.ID      the entity whose sections apply (default client.admin)
   --<option> VALUE        set an option, as on a daemon's command line
+  --set KEY=VALUE         the same, as siphon-bench takes it
   CEPH_ARGS and CEPH_CONF are read from the environment.
 
 Run it the way the daemon is started (same user, same limits, same CPU
@@ -160,6 +162,16 @@ int run(const std::vector<std::string>& args) {
     } else {
       config_args.push_back(a);
     }
+  }
+  {
+    // --set KEY=VALUE, as siphon-bench takes it.
+    std::vector<std::string> translated;
+    std::string error;
+    if (!compat::translate_set_args(config_args, translated, error)) {
+      std::fprintf(stderr, "siphon-doctor: %s\n", error.c_str());
+      return 3;
+    }
+    config_args = std::move(translated);
   }
 
   compat::Diagnostics diags;

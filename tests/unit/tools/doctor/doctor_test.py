@@ -307,6 +307,14 @@ def case(name):
             rxe0(t)
             p = run(t, conf("192.0.2.1", "ms_async_rdma_credits = 1\n"))
             expect(p, 2, "config", r"ms_async_rdma_credits", r"siphon-conf --check")
+            # The same problem given with --set, as siphon-bench takes options.
+            p = run(t, conf("192.0.2.1"), extra=("--set", "ms_async_rdma_credits=1"))
+            expect(p, 2, "config", r"ms_async_rdma_credits", r"siphon-conf --check")
+            # An unknown key or a malformed pair is a usage error (exit 3) naming it.
+            p = run(t, conf("192.0.2.1"), extra=("--set", "ms_no_such_option=1"))
+            assert p.returncode == 3 and "ms_no_such_option" in p.stderr, "unknown --set key"
+            p = run(t, conf("192.0.2.1"), extra=("--set", "ms_async_rdma_credits"))
+            assert p.returncode == 3 and "KEY=VALUE" in p.stderr, "malformed --set"
         elif name == "host":
             # This machine has no RDMA: a clean report naming the software fabric.
             if os.path.isdir("/sys/class/infiniband") and os.listdir("/sys/class/infiniband"):
