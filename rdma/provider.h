@@ -452,4 +452,11 @@ class Provider {
   virtual std::unique_ptr<EventChannel> create_event_channel(std::error_code& ec) = 0;
 };
 
+// The device ms_async_rdma_device_name selects among `listed` (a provider's
+// list_devices(), in its order): the named one, or the first when the name
+// is empty. nullopt when there is none (no device, or the named one absent).
+// The one rule for every caller: the RDMA stack, the verbs provider's
+// open_device, and siphon-doctor over facts read from sysfs.
+std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed);
+
 }  // namespace siphon::rdma

@@ -1,6 +1,8 @@
 // Name and error mappings of rdma/provider.h.
 #include "rdma/provider.h"
 
+#include <algorithm>
+
 #include "msgr/base/error.h"
 
 namespace siphon::rdma {
@@ -70,6 +72,15 @@ std::string_view to_string(CmEventType t) noexcept {
     case CmEventType::timewait_exit: return "TIMEWAIT_EXIT";
   }
   return "?";
+}
+
+std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed) {
+  if (configured.empty()) {
+    if (listed.empty()) return std::nullopt;
+    return listed.front();
+  }
+  if (std::find(listed.begin(), listed.end(), configured) == listed.end()) return std::nullopt;
+  return std::string(configured);
 }
 
 }  // namespace siphon::rdma

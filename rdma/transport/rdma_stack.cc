@@ -163,14 +163,14 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   check_options(o);
 
   const std::vector<std::string> found = provider.list_devices();
-  std::string name = o.device_name;
-  if (name.empty()) {
-    if (found.empty())
-      throw SetupError(errc::no_device, fmt::format("no RDMA device found by the {} provider", provider.name()),
-                       "set ms_async_rdma_device_name = soft0 to use the software fabric, or load a driver "
-                       "(for Soft-RoCE: rdma link add rxe0 type rxe netdev <if>)");
-    name = found.front();
-  }
+  if (found.empty() && o.device_name.empty())
+    throw SetupError(errc::no_device, fmt::format("no RDMA device found by the {} provider", provider.name()),
+                     "set ms_async_rdma_device_name = soft0 to use the software fabric, or load a driver "
+                     "(for Soft-RoCE: rdma link add rxe0 type rxe netdev <if>)");
+  // choose_device: the same rule the verbs provider and siphon-doctor apply.
+  // A named device that is not listed is still opened, so the provider
+  // gives its own answer (and the error below lists what is present).
+  const std::string name = choose_device(o.device_name, found).value_or(o.device_name);
   std::error_code ec;
   s.device = provider.open_device(name, ec);
   if (!s.device) {

@@ -367,15 +367,6 @@ std::error_code derive_path(const GidQuery& q, const PortAttr& port, const Verbs
   return {};
 }
 
-std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed) {
-  if (configured.empty()) {
-    if (listed.empty()) return std::nullopt;
-    return listed.front();
-  }
-  if (std::find(listed.begin(), listed.end(), configured) == listed.end()) return std::nullopt;
-  return std::string(configured);
-}
-
 std::error_code path_from_facts(const PortFacts& facts, const NetAddress& local, std::string_view local_netdev,
                                 const VerbsPathOptions& options, VerbsPath& out, std::string& why) {
   GidQuery q;

@@ -129,10 +129,9 @@ std::error_code resolve_path(const Device& device, std::uint8_t port, const NetA
 // makes them over facts read from a sysfs tree with the same code
 // (tools/doctor, docs/doctor.md).
 
-// The device ms_async_rdma_device_name selects among `listed` (the
-// provider's list, in its order): the named one, or the first when the name
-// is empty. nullopt when there is none (no device, or the named one absent).
-std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed);
+// The device choice is rdma::choose_device (rdma/provider.h), shared with
+// the RDMA stack.
+using rdma::choose_device;
 
 // What path selection knows of one port.
 struct PortFacts {
