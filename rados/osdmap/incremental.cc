@@ -2,8 +2,6 @@
 
 #include <fmt/format.h>
 
-#include "msgr/base/crc32c.h"
-
 namespace siphon::proto {
 template <>
 struct MinEncodedSize<osdmap::PgId> : std::integral_constant<std::size_t, 17> {};
@@ -65,38 +63,10 @@ proto::Result<OsdMapIncremental> decode_incremental(const BufferList& bl) {
   Decoder d(bl);
   Decoder::Scope scope(d, "OSDMap::Incremental");
   OsdMapIncremental inc;
-  const std::string flat = bl.to_string();
-  if (flat.size() >= 2 &&
-      (static_cast<unsigned char>(flat[0]) | static_cast<unsigned char>(flat[1]) << 8) < 7) {
-    d.fail("pre-firefly (classic) incremental encodings are not supported", "Incremental version");
-    return d.error();
-  }
-  const std::size_t start = d.position();
-  const auto h = d.begin_struct(8, "Incremental");
-  decode_client_part(d, inc);
-  if (d.ok()) {
-    const auto osd = d.begin_struct(255, "Incremental osd-only data");
-    d.end_struct(osd);
-  }
-  std::size_t crc_at = 0;
-  std::uint32_t crc = 0;
-  const bool has_crc = h.struct_v >= 8;
-  if (has_crc && d.ok()) {
-    crc_at = d.position();
-    crc = d.u32("inc_crc");
-  }
-  d.end_struct(h);
+  static constexpr MapEnvelope kNames{"Incremental", "pre-firefly (classic) incremental encodings are not supported",
+                                      "Incremental osd-only data", "Incremental inc_crc"};
+  decode_map_envelope(d, bl, kNames, [&inc](Decoder& dd) { decode_client_part(dd, inc); });
   if (!d.ok()) return d.error();
-  if (has_crc) {
-    // crc32c(-1) up to inc_crc, continued over everything after it in the
-    // wrapper (full_crc and any newer fields).
-    std::uint32_t actual = crc32c(0xffffffffu, flat.data() + start, crc_at - start);
-    if (h.end > crc_at + 4) actual = crc32c(actual, flat.data() + crc_at + 4, h.end - crc_at - 4);
-    if (actual != crc) {
-      d.fail_at(crc_at, "crc mismatch", "Incremental inc_crc", crc, actual);
-      return d.error();
-    }
-  }
   return inc;
 }
 

@@ -11,6 +11,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -127,5 +128,21 @@ void decode_pool_value(proto::Decoder& d, Pool& p);
 /// MOSDMap's `maps`). Fails on pre-firefly ("classic") encodings, on a crc
 /// mismatch and on anything inconsistent (vectors shorter than max_osd).
 proto::Result<OsdMap> decode_osdmap(const BufferList& bl);
+
+/// The envelope a full OSDMap and an incremental share: a u16 version of 7
+/// or more at the front (the pre-firefly "classic" encodings are refused), a
+/// struct holding the client part (decoded by `client`), then the OSD-only
+/// part (skipped by its length), then from struct version 8 a crc32c(-1)
+/// over the struct up to the crc field, continued over whatever follows it
+/// in the wrapper. The names (static strings, as Decoder::fail wants them)
+/// say which of the two failed. On return, d.ok() tells.
+struct MapEnvelope {
+  std::string_view what;           // "OSDMap"
+  std::string_view classic;        // the refusal of a classic encoding
+  std::string_view osd_part;       // the OSD-only struct's name
+  std::string_view crc_field;      // the crc's name
+};
+void decode_map_envelope(proto::Decoder& d, const BufferList& bl, const MapEnvelope& names,
+                         const std::function<void(proto::Decoder&)>& client);
 
 }  // namespace siphon::osdmap

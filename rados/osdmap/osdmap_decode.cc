@@ -178,24 +178,19 @@ void decode_client_data(Decoder& d, OsdMap& m) {
 
 }  // namespace
 
-proto::Result<OsdMap> decode_osdmap(const BufferList& bl) {
-  Decoder d(bl);
-  Decoder::Scope scope(d, "OSDMap");
-  OsdMap m;
-  // A u16 version below 7 at the front is the pre-firefly "classic" format.
+void decode_map_envelope(Decoder& d, const BufferList& bl, const MapEnvelope& names,
+                         const std::function<void(Decoder&)>& client) {
   if (bl.length() >= 2) {
-    const std::string head = bl.to_string().substr(0, 2);
-    const unsigned v = static_cast<unsigned char>(head[0]) | static_cast<unsigned char>(head[1]) << 8;
-    if (v < 7) {
-      d.fail("pre-firefly (classic) OSDMap encodings are not supported", "OSDMap version", v, 7);
-      return d.error();
-    }
+    std::uint8_t head[2];
+    bl.copy_out(0, 2, head);
+    const unsigned v = head[0] | unsigned{head[1]} << 8;
+    if (v < 7) return d.fail(names.classic, names.what, v, 7);
   }
   const std::size_t start = d.position();
-  const auto h = d.begin_struct(8, "OSDMap");
-  decode_client_data(d, m);
+  const auto h = d.begin_struct(8, names.what);
+  client(d);
   if (d.ok()) {
-    const auto osd = d.begin_struct(255, "OSDMap osd-only data");
+    const auto osd = d.begin_struct(255, names.osd_part);
     d.end_struct(osd);
   }
   std::size_t crc_at = 0;
@@ -203,21 +198,24 @@ proto::Result<OsdMap> decode_osdmap(const BufferList& bl) {
   const bool has_crc = h.struct_v >= 8;
   if (has_crc && d.ok()) {
     crc_at = d.position();
-    crc = d.u32("crc");
+    crc = d.u32(names.crc_field);
   }
   d.end_struct(h);
+  if (!d.ok() || !has_crc) return;
+  const std::string flat = bl.to_string();
+  std::uint32_t actual = crc32c(0xffffffffu, flat.data() + start, crc_at - start);
+  if (h.end > crc_at + 4) actual = crc32c(actual, flat.data() + crc_at + 4, h.end - crc_at - 4);
+  if (actual != crc) d.fail_at(crc_at, "crc mismatch", names.crc_field, crc, actual);
+}
+
+proto::Result<OsdMap> decode_osdmap(const BufferList& bl) {
+  Decoder d(bl);
+  Decoder::Scope scope(d, "OSDMap");
+  OsdMap m;
+  static constexpr MapEnvelope kNames{"OSDMap", "pre-firefly (classic) OSDMap encodings are not supported",
+                                      "OSDMap osd-only data", "OSDMap crc"};
+  decode_map_envelope(d, bl, kNames, [&m](Decoder& dd) { decode_client_data(dd, m); });
   if (!d.ok()) return d.error();
-  if (has_crc) {
-    // crc32c(-1) over the map up to the crc field, continued over any bytes
-    // that follow it inside the wrapper.
-    const std::string flat = bl.to_string();
-    std::uint32_t actual = crc32c(0xffffffffu, flat.data() + start, crc_at - start);
-    if (h.end > crc_at + 4) actual = crc32c(actual, flat.data() + crc_at + 4, h.end - crc_at - 4);
-    if (actual != crc) {
-      d.fail_at(crc_at, "crc mismatch", "OSDMap crc", crc, actual);
-      return d.error();
-    }
-  }
   return m;
 }
 
