@@ -251,7 +251,9 @@ int Mapper::choose_firstn(const CrushBucket& bucket, std::uint32_t x, int numrep
           skip_rep = true;
           break;
         }
-        const int r = rep + parent_r + static_cast<int>(ftotal);
+        // Ceph's int arithmetic; a corrupt map's counts could overflow it, so
+        // it is done modulo 2^32 (what Ceph's compiled code does) and read back.
+        const int r = static_cast<int>(static_cast<std::uint32_t>(rep) + static_cast<std::uint32_t>(parent_r) + ftotal);
         int itemtype = 0;
         if (in->items.empty()) {
           reject = true;
@@ -287,7 +289,10 @@ int Mapper::choose_firstn(const CrushBucket& bucket, std::uint32_t x, int numrep
           }
           if (!collide && recurse_to_leaf) {
             if (item < 0) {
-              const int sub_r = vary_r ? (r >> (vary_r - 1)) : 0;
+              // chooseleaf_vary_r is 0 or 1 in any real map; a corrupt map's
+              // larger value shifts as Ceph's compiled code does on x86 (the
+              // count taken mod 32), never by 32 or more (undefined).
+              const int sub_r = vary_r ? (r >> ((vary_r - 1) & 31)) : 0;
               if (choose_firstn(*map_.bucket(item), x, stable ? 1 : outpos + 1, 0, out2, outpos,
                                 count, recurse_tries, 0, local_retries, local_fallback, false,
                                 vary_r, stable, nullptr, sub_r) <= outpos)
@@ -341,12 +346,14 @@ void Mapper::choose_indep(const CrushBucket& bucket, std::uint32_t x, int left, 
       std::size_t depth = 0;  // a hierarchy with a cycle would descend forever
       for (;;) {
         if (!spend(in->items.size() + 1)) break;
-        int r = rep + parent_r;
+        // Ceph's int arithmetic, modulo 2^32 (see choose_firstn).
+        std::uint32_t ur = static_cast<std::uint32_t>(rep) + static_cast<std::uint32_t>(parent_r);
         if (in->alg == static_cast<std::uint8_t>(BucketAlg::uniform) && numrep > 0 &&
             in->items.size() % static_cast<std::size_t>(numrep) == 0)
-          r += (numrep + 1) * static_cast<int>(ftotal);
+          ur += (static_cast<std::uint32_t>(numrep) + 1) * ftotal;
         else
-          r += numrep * static_cast<int>(ftotal);
+          ur += static_cast<std::uint32_t>(numrep) * ftotal;
+        const int r = static_cast<int>(ur);
         if (in->items.empty()) break;
         const std::int32_t item = bucket_choose(*in, x, static_cast<std::uint32_t>(r), outpos);
         if (item >= map_.max_devices) {
