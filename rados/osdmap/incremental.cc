@@ -2,11 +2,6 @@
 
 #include <fmt/format.h>
 
-namespace siphon::proto {
-template <>
-struct MinEncodedSize<osdmap::PgId> : std::integral_constant<std::size_t, 17> {};
-}  // namespace siphon::proto
-
 namespace siphon::osdmap {
 
 using proto::Decoder;

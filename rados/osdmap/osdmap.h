@@ -36,6 +36,17 @@ struct PgId {
 void decode(proto::Decoder& d, PgId& pg);
 void encode(proto::Encoder& e, const PgId& pg);
 
+}  // namespace siphon::osdmap
+
+namespace siphon::proto {
+// A PgId's smallest encoding (bounds a vector's declared count against what
+// is left), for every decoder of the library.
+template <>
+struct MinEncodedSize<osdmap::PgId> : std::integral_constant<std::size_t, 17> {};
+}  // namespace siphon::proto
+
+namespace siphon::osdmap {
+
 // pg_pool_t::type
 inline constexpr std::uint8_t kPoolReplicated = 1;
 inline constexpr std::uint8_t kPoolErasure = 3;

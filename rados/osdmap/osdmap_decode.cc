@@ -7,11 +7,6 @@
 #include "msgr/base/crc32c.h"
 #include "osdmap.h"
 
-namespace siphon::proto {
-template <>
-struct MinEncodedSize<osdmap::PgId> : std::integral_constant<std::size_t, 17> {};
-}  // namespace siphon::proto
-
 namespace siphon::osdmap {
 
 using proto::Decoder;
