@@ -236,5 +236,30 @@ TEST(BufferPool, AWaiterReclaimsBuffersParkedInOtherCaches) {
   EXPECT_EQ(pool.buffers_in_use(), 0u);
 }
 
+// A transfer reserves all its chunks or none: its wait ends when that many
+// are free, not at the first buffer (which would only make it spin).
+TEST(BufferPool, AWaiterForSeveralBuffersWakesWhenThatManyAreFree) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  PoolCache mine(pool);
+  ASSERT_EQ(pool.prefill_slab(), std::error_code{});
+  std::vector<PoolBuffer*> got;
+  while (PoolBuffer* b = pool.get(&mine, Growth::background)) got.push_back(b);
+  ASSERT_EQ(got.size(), 4u);
+  int wakes = 0;
+  pool.notify_on_release([&] { ++wakes; }, 3);
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  EXPECT_EQ(wakes, 0) << "two free, three wanted";
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  EXPECT_EQ(wakes, 1);
+  pool.notify_on_release([&] { ++wakes; }, 2);
+  EXPECT_EQ(wakes, 2) << "enough free already: at once";
+  for (PoolBuffer* b : got) pool.put(b, &mine);
+}
+
 }  // namespace
 }  // namespace siphon::rdma
