@@ -3,7 +3,7 @@
 # boots the guest pair through run-pair, runs pair_guest.sh in both, and
 # checks on the host what only the host can see.
 #
-#   pair_test.sh wire SIPHON_BENCH SIPHON_OBJD OUT_DIR PATH_MTU TOS
+#   pair_test.sh wire SIPHON_BENCH SIPHON_OBJD OUT_DIR PATH_MTU TOS [WITH_OBJD]
 #       the link is dumped to OUT_DIR/wire.pcap (filter-dump); afterwards
 #       wire_check.py holds every RoCEv2 packet against TOS
 #       (ms_async_rdma_dscp), PATH_MTU (ms_async_rdma_path_mtu) and the GIDs
@@ -11,9 +11,9 @@
 #   pair_test.sh partition SIPHON_BENCH SIPHON_OBJD OUT_DIR
 #       once guest b reports traffic flowing, the link is cut at guest a's
 #       NIC (QEMU monitor: set_link wire0 off) for CUT seconds
-#       (SIPHON_PAIR_CUT, default 12: far longer than the RC retry budget,
+#       (SIPHON_PAIR_CUT, default 8: far longer than the RC retry budget,
 #       (ms_async_rdma_retry_count 6 + 1) x 67 ms (ms_async_rdma_timeout 14)
-#       and longer than ms_connection_ready_timeout, 10 s), then restored;
+#       ), then restored;
 #       the guests check the outcome, the host prints detection and recovery
 #       times (OUT_DIR/partition-times.txt).
 #
@@ -36,9 +36,10 @@ case "$scenario" in
   wire)
     mtu=${1:?PATH_MTU}
     tos=${2:?TOS}
+    with_objd=${3:-1}
     st=0
     "$here/run-pair" --cache "$cache" --timeout "$timeout_s" --out "$out" --pcap "$out/wire.pcap" -- \
-      "$here/pair_guest.sh" wire "$bench" "$objd" "$mtu" "$tos" || st=$?
+      "$here/pair_guest.sh" wire "$bench" "$objd" "$mtu" "$tos" "$with_objd" || st=$?
     [ "$st" -eq 0 ] || { log "FAILED: the guests reported status $st"; exit "$st"; }
     [ -s "$out/wire.pcap" ] || { log "FAILED: no pcap written"; exit 1; }
     log "pcap: $(du -h "$out/wire.pcap" | cut -f1)"
@@ -46,7 +47,7 @@ case "$scenario" in
       --applied-a "$out/a.applied" --applied-b "$out/b.applied" || { log "FAILED: the wire check"; exit 1; }
     ;;
   partition)
-    cut_s=${SIPHON_PAIR_CUT:-12}
+    cut_s=${SIPHON_PAIR_CUT:-8}
     mon=$(mktemp -d /tmp/siphon-pair-mon.XXXXXX)
     trap 'rm -rf -- "$mon"' EXIT
     "$here/run-pair" --cache "$cache" --timeout "$timeout_s" --out "$out" --monitor-dir "$mon" -- \
