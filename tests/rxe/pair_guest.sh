@@ -45,9 +45,21 @@ cleanup() {
   rm -rf -- "$work"
 }
 trap cleanup EXIT
+# The stacks of every Siphon process this half started that still runs (gdb,
+# bounded), for a failure that is a hang: $out/<role>-stacks-<pid>.txt.
+dump_stacks() {
+  local p
+  command -v gdb >/dev/null || return 0
+  for p in "${pids[@]}"; do
+    kill -0 "$p" 2>/dev/null || continue
+    timeout 90 gdb -batch -p "$p" -ex "thread apply all bt" >"$out/$role-stacks-$p.txt" 2>&1 || true
+    log "stacks of pid $p ($(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-80)) in $role-stacks-$p.txt"
+  done
+}
 fail() {
   log "FAILED: $*"
   echo "$*" >"$out/$role.failed"
+  dump_stacks
   local f
   for f in "$out"/"$role"-*.err; do
     [ -s "$f" ] || continue
@@ -172,8 +184,16 @@ wire_b() {
     eval "p_$name=$!"
     pids+=("$(eval echo "\$p_$name")")
     [ ${#bg[@]} -gt 0 ] && return 0
-    local st=0
-    wait "$(eval echo "\$p_$name")" || st=$?
+    local st=0 pid i
+    pid=$(eval echo "\$p_$name")
+    # A client that hangs (no timeout of its own fires) is a failure with
+    # its stacks, not a guest timeout.
+    for i in $(seq 1 $((${SIPHON_PAIR_CLIENT_LIMIT:-100} * 5))); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -0 "$pid" 2>/dev/null && fail "the $name client still runs after ${SIPHON_PAIR_CLIENT_LIMIT:-100} s (hung)"
+    wait "$pid" || st=$?
     [ "$st" -eq 0 ] || fail "the $name client exited with status $st"
   }
   run_client echo -c "$work/rdma.conf" client --target "$PEER:6800" --pattern echo --size-dist $sizes --inflight 8 "${common[@]}"
