@@ -79,6 +79,19 @@ wait_for() {
   done
   fail "no $3 within $2 s ($(basename "$1"))"
 }
+# stop_wait PID WHAT: SIGTERM, then at most 60 s for a clean exit (status
+# 0); a process that does not exit fails the test with its stacks.
+stop_wait() {
+  local i st=0
+  kill -TERM "$1" 2>/dev/null || true
+  for i in $(seq 1 300); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -0 "$1" 2>/dev/null && fail "$2 did not exit within 60 s of SIGTERM (hung in shutdown)"
+  wait "$1" || st=$?
+  [ "$st" -eq 0 ] || fail "$2 exited with status $st after SIGTERM"
+}
 # JSON checks in bash (python3 starts slowly in the guest; see bench_rdma.sh).
 num() {
   local v
@@ -159,8 +172,7 @@ EOF
     expect "$f" wc_errors -eq 0 "no completion in error"
   done
   if [ "$with_objd" = 1 ]; then
-    kill -TERM "$pid_objd"
-    wait "$pid_objd" || fail "siphon-objd exited with status $? after SIGTERM"
+    stop_wait "$pid_objd" siphon-objd
   fi
   applied_line "$out"/a-*.err >"$out/a.applied" || fail "no 'rdma_cm connections use' line in a's logs"
   log "applied: $(cat "$out/a.applied")"
@@ -232,7 +244,7 @@ wire_b() {
 # Guest a: a lossless and a lossy server; they outlive b's clients so that
 # what the clients' departure leaves in the kernel can be counted.
 # rdma_res KIND PID: the kernel's RDMA resources (rdma res show qp|mr|cm_id) of PID.
-rdma_res() { rdma res show "$1" 2>/dev/null | grep -c " pid $2 " || true; }
+rdma_res() { timeout 20 rdma res show "$1" 2>/dev/null | grep -c " pid $2 " || true; }
 # rxe treats an RC retry count of 7 (ms_async_rdma_retry_count's default) as
 # "retry forever": a cut link then never faults a connection, the QPs just
 # retransmit until it is back (docs/testing-rxe.md, "A partition"). 6 is the
@@ -266,8 +278,7 @@ partition_a() {
     [ "$mr" -le "$base_mr" ] || fail "the $k server holds $mr MRs after the client left, $base_mr before it came"
     [ "$cm" -le "$base_cm" ] || fail "the $k server holds $cm rdma_cm ids after the client left, $base_cm before it came"
     log "$k server after the client left: 0 QPs, $mr MRs (baseline $base_mr), $cm rdma_cm ids (baseline $base_cm)"
-    kill -TERM "$p"
-    wait "$p" || fail "the $k server exited with status $? after SIGTERM"
+    stop_wait "$p" "the $k server"
   done
 }
 
