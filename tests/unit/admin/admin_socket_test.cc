@@ -334,7 +334,21 @@ TEST(MessengerDump, ShowsConnectionsWithSessionState) {
   ASSERT_EQ(j["messengers"].size(), 2u);
   const auto& srv = j["messengers"][0];
   EXPECT_EQ(srv["name"], "public");
+#ifdef SIPHON_TEST_RDMA
+  EXPECT_EQ(srv["stack"], "async+rdma");
+  // The RDMA transport's part: the queue pair and both credit windows.
+  for (const auto& side : {srv["connections"][0], j["messengers"][1]["connections"][0]}) {
+    ASSERT_TRUE(side.contains("rdma")) << side.dump();
+    const auto& r = side["rdma"];
+    EXPECT_GT(r["local_qpn"].get<std::uint32_t>(), 0u);
+    EXPECT_EQ(r["peer_window"], 8);  // test_stack_options: 8 credits each way
+    EXPECT_EQ(r["my_window"], 8);
+    EXPECT_LE(r["send_credits"].get<std::uint32_t>(), 8u);
+  }
+#else
   EXPECT_EQ(srv["stack"], "async+posix");
+  EXPECT_FALSE(srv["connections"][0].contains("rdma"));
+#endif
   ASSERT_EQ(srv["connections"].size(), 1u);
   EXPECT_EQ(srv["connections"][0]["state"], "ready");
   EXPECT_EQ(srv["connections"][0]["in_seq"], 3);
