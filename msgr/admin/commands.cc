@@ -147,8 +147,4 @@ void register_standard_commands(AdminSocket& sock, const StandardCommands& sc) {
                         });
 }
 
-#ifndef SIPHON_ADMIN_HAS_PERF
-bool register_perf_commands(AdminSocket&, perf::Collection*) { return false; }
-#endif
-
 }  // namespace siphon::admin

@@ -60,7 +60,7 @@ struct StandardCommands {
 // version, git_version, log dump, log flush, messenger dump, status.
 void register_standard_commands(AdminSocket& sock, const StandardCommands& sc);
 // The perf and counter commands over `c` (the process collection by
-// default). False when this build has no perf counter library.
-bool register_perf_commands(AdminSocket& sock, perf::Collection* c = nullptr);
+// default).
+void register_perf_commands(AdminSocket& sock, perf::Collection* c = nullptr);
 
 }  // namespace siphon::admin

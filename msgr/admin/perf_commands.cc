@@ -21,7 +21,7 @@ perf::DumpFilter filter_of(const Request& r) {
 
 }  // namespace
 
-bool register_perf_commands(AdminSocket& sock, perf::Collection* c) {
+void register_perf_commands(AdminSocket& sock, perf::Collection* c) {
   perf::Collection& col = c != nullptr ? *c : perf::process_collection();
   constexpr const char* kFilter =
       " name=logger,type=CephString,req=false name=counter,type=CephString,req=false";
@@ -46,7 +46,6 @@ bool register_perf_commands(AdminSocket& sock, perf::Collection* c) {
                         [&col](const Request&) { return Reply::json_text(col.counter_dump()); });
   sock.register_command("counter schema", "dump all labeled and non-labeled counters schemas",
                         [&col](const Request&) { return Reply::json_text(col.counter_schema()); });
-  return true;
 }
 
 }  // namespace siphon::admin

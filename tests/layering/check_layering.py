@@ -16,6 +16,8 @@ import sys
 # layer -> (paths it owns, layers it may use directly). Order: bottom-up.
 LAYERS = {
     "siphon_base": (["msgr/base"], []),
+    # Perf counters (Ceph's model): any layer above base may register loggers.
+    "siphon_perf": (["msgr/perf"], ["siphon_base"]),
     "siphon_proto": (["msgr/proto"], ["siphon_base"]),
     "siphon_transport": (["msgr/transport"], ["siphon_proto"]),
     # The session layer is pure (events in, actions out): it needs the codec,
@@ -26,7 +28,7 @@ LAYERS = {
     "siphon_api": (["msgr/api"], ["siphon_session", "siphon_transport"]),
     # The admin socket: Ceph's wire format, the command registry, the
     # standard commands (messenger dump needs the API).
-    "siphon_admin": (["msgr/admin"], ["siphon_api"]),
+    "siphon_admin": (["msgr/admin"], ["siphon_api", "siphon_perf"]),
     "siphon_mon": (["msgr/mon"], ["siphon_api"]),
     # The client's OSDMap and placement: pure code over the codec.
     "siphon_osdmap": (["rados/osdmap"], ["siphon_proto"]),
