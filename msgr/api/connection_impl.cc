@@ -4,6 +4,7 @@
 #include "msgr/api/connection_impl.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include "msgr/api/message_access.h"
 #include "msgr/base/log.h"
@@ -159,7 +160,7 @@ void ConnectionImpl::on_established(TransportLink* link, const proto::Negotiated
 void ConnectionImpl::on_frame(TransportLink* link, proto::Frame&& f) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
-  ++activity_;
+  touch();
   if (state_ == State::ready) {
     receive_ready_frame(std::move(f));
   } else if (client_hs_) {
@@ -719,6 +720,61 @@ Connection::FaultInfo ConnectionImpl::last_fault() const {
 entity_name_t ConnectionImpl::get_peer_name() const {
   std::lock_guard l(info_mtx_);
   return peer_name_info_;
+}
+
+}  // namespace siphon::detail
+
+// --- introspection (messenger dump) -------------------------------------------------
+
+namespace siphon::detail {
+
+namespace {
+// A coarse clock (a few ms of resolution, no syscall): stamped on every
+// frame, so it must cost next to nothing.
+std::int64_t coarse_now_ns() noexcept {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+}  // namespace
+
+void ConnectionImpl::touch() noexcept {
+  ++activity_;
+  last_activity_ns_ = coarse_now_ns();
+}
+
+ConnectionInfo ConnectionImpl::basic_info() const {
+  ConnectionInfo i;
+  i.peer_addrs = get_peer_addrs().to_string();
+  const entity_name_t n = get_peer_name();
+  i.peer_entity = n.num < 0 ? "unknown" : n.to_string();
+  i.state = "unknown";
+  i.outgoing = outgoing_;
+  i.lossy = is_lossy();
+  i.worker = owner().index();
+  i.queued_bytes = send_queued_.load(std::memory_order_relaxed);
+  i.undispatched_bytes = undispatched_.load(std::memory_order_relaxed);
+  const FaultInfo f = last_fault();
+  if (f.code) i.last_fault = f.reason.empty() ? f.code.message() : f.reason;
+  return i;
+}
+
+void ConnectionImpl::post_info(std::function<void(ConnectionInfo)> done) {
+  on_owner([this, done = std::move(done)] {
+    ConnectionInfo i = basic_info();
+    i.state = std::string(to_string(state_));
+    i.out_seq = outq_.out_seq();
+    // Messages still kept for replay are the unacknowledged ones: the peer
+    // has everything before the oldest of them.
+    i.out_acked = outq_.sent().empty() ? i.out_seq : outq_.sent().front()->header().seq - 1;
+    i.in_seq = ids_.in_seq;
+    i.in_acked = acked_in_seq_;
+    i.queued_messages = outq_.pending_count();
+    i.unacked_messages = outq_.sent_count();
+    if (last_activity_ns_ != 0) i.last_activity_ms_ago = (coarse_now_ns() - last_activity_ns_) / 1'000'000;
+    if (conn_) i.transport = conn_->info();
+    done(std::move(i));
+  });
 }
 
 }  // namespace siphon::detail

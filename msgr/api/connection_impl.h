@@ -83,6 +83,11 @@ class ConnectionImpl final : public Connection {
   std::uint64_t undispatched_bytes() const noexcept { return undispatched_.load(std::memory_order_acquire); }
   transport::Worker& owner() const noexcept { return *owner_.load(std::memory_order_acquire); }
 
+  // A snapshot for `messenger dump`: `done` runs on the owner worker with
+  // the worker state copied there. basic_info() reads only what any thread may.
+  void post_info(std::function<void(ConnectionInfo)> done);
+  ConnectionInfo basic_info() const;
+
   // --- transport events (on the owner, via TransportLink) ---
   void on_established(TransportLink* link, const proto::Negotiated& n);
   void on_frame(TransportLink* link, proto::Frame&& f);
@@ -208,6 +213,8 @@ class ConnectionImpl final : public Connection {
   std::unique_ptr<boost::asio::steady_timer> timer_;       // ready timeout / backoff
   std::unique_ptr<boost::asio::steady_timer> idle_timer_;  // idle timeout + keepalive
   std::uint64_t activity_ = 0;       // frames in or out (idle detection)
+  std::int64_t last_activity_ns_ = 0;  // coarse monotonic time of the last frame (messenger dump)
+  void touch() noexcept;
   std::uint64_t idle_seen_ = 0;
   std::uint64_t attempt_ = 0;        // generation of the current attempt (timer staleness)
 };

@@ -96,7 +96,7 @@ void ConnectionImpl::drain_inbox() {
 void ConnectionImpl::send_frame(proto::Frame&& f) {
   SIPHON_ASSERT_ON_WORKER(owner());
   if (!conn_) return;
-  ++activity_;
+  touch();
   if (const std::error_code ec = conn_->send(std::move(f)); ec) {
     // The transport reports the fault itself; make sure it is handled even
     // if it does not, but not from inside our caller's loop.

@@ -29,6 +29,7 @@
 // before start()). See dispatcher.h for the callback threads.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -37,6 +38,7 @@
 #include "msgr/api/connection.h"
 #include "msgr/api/dispatcher.h"
 #include "msgr/api/message.h"
+#include "msgr/api/introspect.h"
 #include "msgr/api/options.h"
 #include "msgr/api/policy.h"
 #include "msgr/api/types.h"
@@ -123,6 +125,12 @@ class Messenger {
   virtual std::uint32_t get_nonce() const = 0;
   virtual const MessengerOptions& options() const = 0;
   virtual MessengerStats stats() const = 0;
+  // A snapshot of the messenger and every live connection (for operators:
+  // `messenger dump`). Each connection is copied on its worker; one whose
+  // worker does not answer within `timeout` is listed with state "unknown"
+  // and the fields readable from any thread. Blocks the caller up to
+  // `timeout`; never call it from a worker.
+  virtual MessengerInfo introspect(std::chrono::milliseconds timeout) const = 0;
 
  protected:
   Messenger() = default;

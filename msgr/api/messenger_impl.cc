@@ -156,6 +156,37 @@ class MessengerImpl final : public Messenger {
     return s;
   }
 
+  MessengerInfo introspect(std::chrono::milliseconds timeout) const override {
+    MessengerInfo mi;
+    mi.entity = core_->name.to_string();
+    mi.addrs = core_->my_addrs().to_string();
+    mi.stack = std::string(core_->stack->type());
+    mi.workers = core_->stack->worker_count();
+    const std::vector<ConnectionImplRef> conns = core_->live_connections();
+    // Each connection answers on its own worker; the answers meet here.
+    struct Gather {
+      std::mutex mu;
+      std::condition_variable cv;
+      std::size_t pending = 0;
+      std::vector<std::optional<ConnectionInfo>> out;
+    };
+    auto g = std::make_shared<Gather>();
+    g->out.resize(conns.size());
+    g->pending = conns.size();
+    for (std::size_t i = 0; i < conns.size(); ++i) {
+      conns[i]->post_info([g, i](ConnectionInfo info) {
+        std::lock_guard l(g->mu);
+        g->out[i] = std::move(info);
+        if (--g->pending == 0) g->cv.notify_all();
+      });
+    }
+    std::unique_lock l(g->mu);
+    g->cv.wait_for(l, timeout, [&] { return g->pending == 0; });
+    for (std::size_t i = 0; i < conns.size(); ++i)
+      mi.connections.push_back(g->out[i] ? *g->out[i] : conns[i]->basic_info());
+    return mi;
+  }
+
  private:
   void start_stack() {
     std::lock_guard l(stack_mtx_);

@@ -28,6 +28,7 @@
 
 #include "msgr/base/address.h"
 #include "msgr/proto/frame.h"
+#include "msgr/transport/info.h"
 
 // SIPHON_ASSERT_ON_WORKER(worker): debug builds abort when the caller is not
 // on `worker`'s thread (docs/transport.md §1: every Connection method and
@@ -77,6 +78,16 @@ class ConnectionHandler {
 
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
+  // A snapshot for operators (on the connection's worker). The default
+  // fills the addresses and queued_bytes(); stacks add their own.
+  virtual TransportInfo info() const {
+    TransportInfo i;
+    i.local_address = local_address().to_string();
+    i.peer_address = peer_address().to_string();
+    i.queued_bytes = queued_bytes();
+    return i;
+  }
+
   virtual ~Connection() = default;
   // Starts the banner exchange; `handler` must outlive the connection or the
   // call to close(), whichever comes first.

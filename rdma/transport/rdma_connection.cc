@@ -398,4 +398,27 @@ void RdmaConnection::finish_if_drained() {
   // (flushed: nothing is outstanding) and then the id.
 }
 
+transport::TransportInfo RdmaConnection::info() const {
+  transport::TransportInfo i = transport::Connection::info();
+  transport::RdmaInfo r;
+  r.local_qpn = qp_num();
+  if (credits_) {
+    r.send_credits = credits_->credits();
+    r.peer_window = credits_->peer_window();
+    r.credits_owed = credits_->owed();
+    r.my_window = credits_->my_window();
+  }
+  r.outstanding_transfers_out = out_transfers_.size();
+  std::uint64_t in = 0;
+  for (const InItem& it : inq_)
+    if (it.transfer) ++in;
+  r.outstanding_transfers_in = in;
+  r.send_wrs_in_flight = static_cast<std::uint32_t>(sq_fifo_.size());
+  r.posted_recvs = posted_recvs_;
+  r.srq_reserved = srq_reserved_;
+  r.stalled = stalled_;
+  i.rdma = std::move(r);
+  return i;
+}
+
 }  // namespace siphon::rdma

@@ -41,6 +41,8 @@ class RdmaConnection final : public transport::Connection {
   void close() override;
   transport::Worker& worker() noexcept override;
   const NetAddress& peer_address() const noexcept override { return peer_; }
+  // The QP, credits and transfers for `messenger dump` (on the worker).
+  transport::TransportInfo info() const override;
   const NetAddress& local_address() const noexcept override { return local_; }
   bool is_client() const noexcept override { return client_; }
 

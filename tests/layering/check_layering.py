@@ -26,6 +26,9 @@ LAYERS = {
     "siphon_auth": (["msgr/auth"], ["siphon_base"]),
     "siphon_session": (["msgr/session"], ["siphon_proto", "siphon_auth"]),
     "siphon_api": (["msgr/api"], ["siphon_session", "siphon_transport"]),
+    # The admin socket: Ceph's wire format, the command registry, the
+    # standard commands (messenger dump needs the API).
+    "siphon_admin": (["msgr/admin"], ["siphon_api", "siphon_perf"]),
     "siphon_mon": (["msgr/mon"], ["siphon_api"]),
     # The client's OSDMap and placement: pure code over the codec.
     "siphon_osdmap": (["rados/osdmap"], ["siphon_proto"]),
@@ -33,7 +36,7 @@ LAYERS = {
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),
     "siphon_rdma_soft": (["rdma/soft"], ["siphon_rdma_provider"]),
     "siphon_rdma_transport": (["rdma/transport"], ["siphon_rdma_provider", "siphon_transport"]),
-    "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
+    "siphon_compat": (["compat"], ["siphon_api", "siphon_admin", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap"]),

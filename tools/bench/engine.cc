@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "compat/admin.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/stack.h"
@@ -1028,6 +1029,16 @@ RunOutcome run_server(const RunSetup& s) {
     s.info(fmt::format("server listening on {} over {} (ms_type from {}); {}", server.msgr->get_myaddrs().to_string(),
                        s.ms_type.to_string(), s.cfg->source(compat::Opt::ms_type).to_string(),
                        s.args.once ? "exits after the first client run" : "stop with Ctrl-C"));
+  // The admin socket (admin_socket; empty: none), as a daemon's: `ceph
+  // --admin-daemon PATH messenger dump` shows the server's connections.
+  std::string admin_error;
+  std::unique_ptr<compat::DaemonAdmin> admin = compat::DaemonAdmin::open(*s.cfg, admin_error);
+  if (admin) {
+    admin->messengers->add("server", server.msgr.get());
+    if (s.info) s.info(fmt::format("admin socket {}", admin->socket->path()));
+  } else if (!admin_error.empty() && s.info) {
+    s.info(admin_error + " (continuing without an admin socket)");
+  }
   const CpuTimes cpu0 = process_cpu();
   const auto t0 = SteadyClock::now();
   const auto limit = std::chrono::duration<double>(s.args.duration);
@@ -1051,6 +1062,7 @@ RunOutcome run_server(const RunSetup& s) {
   r.config["client_runs"] = std::to_string(server.logic->runs_done());
   r.stack_counters = stack_counters(*server.stack);
   note_polling(s, server.stack.get(), r);
+  admin.reset();  // before the messenger it shows goes away
   server.stop();
   out.ran = true;
   return out;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "compat/admin.h"
 #include "compat/config.h"
 #include "compat/factory.h"
 #include "msgr/base/error.h"
@@ -43,7 +44,8 @@ messenger stacks ceph.conf selects (ms_type, ms_public_type, ms_cluster_type).
 
 Options it reads beyond the messenger's: public_addr, cluster_addr (unset:
 127.0.0.1 with a free port), objd_data_dir (empty: objects in memory),
-objd_max_object_size, objd_memory_limit. Stops cleanly on SIGINT or SIGTERM.
+objd_max_object_size, objd_memory_limit, admin_socket (the socket the stock
+`ceph daemon` CLI talks to; empty: none). Stops cleanly on SIGINT or SIGTERM.
 )";
 
 int usage_error(const std::string& msg) {
@@ -195,6 +197,17 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "siphon-objd: {}\n", e.what());
     return 1;
   }
+  // The admin socket (admin_socket; empty: none). A socket that cannot be
+  // opened is reported and the daemon serves on without it.
+  std::string admin_error;
+  std::unique_ptr<compat::DaemonAdmin> admin = compat::DaemonAdmin::open(cfg, admin_error);
+  if (admin) {
+    admin->messengers->add("public", public_msgr.get());
+    admin->messengers->add("cluster", cluster_msgr.get());
+    fmt::print(stderr, "siphon-objd {}: admin socket {}\n", me, admin->socket->path());
+  } else if (!admin_error.empty()) {
+    fmt::print(stderr, "siphon-objd {}: {} (continuing without an admin socket)\n", me, admin_error);
+  }
   const auto types = cfg.ms_types();
   const std::string public_addr = public_msgr->get_myaddrs().to_string();
   fmt::print("siphon-objd {}: public {} ({}), cluster {} ({}), store: {}\n", me, public_addr,
@@ -211,6 +224,7 @@ int run(int argc, char** argv) {
     }
     fmt::print(stderr, "siphon-objd {}: {} received, shutting down\n", me, sig == SIGINT ? "SIGINT" : "SIGTERM");
   }
+  admin.reset();  // no admin command runs past this point
   public_msgr->shutdown();
   cluster_msgr->shutdown();
   public_msgr->wait();

@@ -45,6 +45,10 @@ expect "show-config-value" 0 "^131072$" -- -c basic.conf --show-config-value ms_
 expect "show-config-value: not an option" 1 "not an option Siphon uses" -- -c basic.conf --show-config-value nope
 expect "list sections" 0 "^client.rgw.gw1$" -- -c basic.conf -L
 expect "positional key" 0 "^async\+rdma$" -- -c basic.conf -n osd.3 ms_type
+# $pid is this siphon-conf's (ceph-conf's own differs, so conf_vs_ceph_conf
+# cannot compare it).
+expect "lookup \$pid" 0 "^/tmp/admin_socket-client\.pid\.[0-9]+\.asok$" -- -c admin_socket.conf -n client.pid --lookup admin_socket
+expect "admin_socket default" 0 "^/var/run/ceph/basic-osd\.2\.asok$" -- -c basic.conf -n osd.2 --show-config-value admin_socket
 expect "lookup --name=" 0 "^async\+posix$" -- -c basic.conf --name=osd.1 --lookup=ms_type
 expect "no action" 1 "give an action" --
 expect "unknown argument" 1 "unknown argument '--bogus'" -- -c basic.conf --bogus --lookup x

@@ -38,7 +38,9 @@ start_objd() {
   local name=$1
   shift
   rm -f "$tmp/addr"
-  env -u CEPH_CONF -u CEPH_ARGS "$objd" --addr-file "$tmp/addr" "$@" >"$tmp/$name.out" 2>"$tmp/$name.err" &
+  # Its own admin socket, not /var/run/ceph (tests run in parallel).
+  env -u CEPH_CONF -u CEPH_ARGS "$objd" --addr-file "$tmp/addr" --admin_socket "$tmp/$name.asok" "$@" \
+    >"$tmp/$name.out" 2>"$tmp/$name.err" &
   objd_pid=$!
   for _ in $(seq 1 300); do
     [ -s "$tmp/addr" ] && return 0
