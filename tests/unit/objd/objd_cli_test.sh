@@ -148,7 +148,7 @@ case "$case_name" in
     # ms_cluster_type overrides ms_type for the cluster messenger only.
     start_objd split -c "$confdir/objd-posix.conf" -i 0 --ms_cluster_type async+rdma \
       --ms_async_rdma_device_name soft0
-    expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix\), cluster v2:[^ ]+ \(async\+rdma\)"
+    expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix, ms_type from [^)]+\), cluster v2:[^ ]+ \(async\+rdma, ms_cluster_type from command line\)"
     stop_objd TERM
     ;;
   *) fail "unknown case" ;;
