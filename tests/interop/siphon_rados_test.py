@@ -215,6 +215,26 @@ def main():
             except subprocess.TimeoutExpired:
                 p.kill()
                 reported[n] = (-1, "hung")
+        # MOSDBackoff: with the EC pool's min_size at 3, its PGs are peered but
+        # not active while an OSD is down; their primaries block the client
+        # (BLOCK), and unblock it when the OSD is back. Writes started now
+        # must wait (not fail, not report done), then succeed.
+        c.ceph("osd", "pool", "set", "ec", "min_size", "3")
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            osds = json.loads(c.ceph("osd", "dump", "-f", "json")[1])["osds"]
+            if any(o["osd"] == victim and o["up"] == 0 for o in osds):
+                break
+            time.sleep(1)
+        ec_names = [f"blocked{i}" for i in range(4)]
+        for n in ec_names:
+            payloads[n] = bytes(rng.getrandbits(8) for _ in range(6000))
+            write(os.path.join(tmp, n), payloads[n])
+        ec_procs = {n: subprocess.Popen([SIPHON, "-c", c.conf, "--osd-op-timeout", "240", "--debug-siphon-tools", "5",
+                                         "-p", "ec", "put", n, os.path.join(tmp, n)],
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in ec_names}
+        time.sleep(10)
+        early = {n: p.poll() for n, p in ec_procs.items() if p.poll() is not None}
         # restart the OSD (memstore lost its data: make it again; it backfills)
         osd_dir = os.path.join(tmp, "osd", f"ceph-{victim}")
         fsid_file = os.path.join(osd_dir, "fsid")
@@ -242,6 +262,24 @@ def main():
             rc2, _, err2 = rados(c, "-p", "rep", "get", n, out)
             if rc2 != 0 or read(out) != payloads[n]:
                 bad.append(f"{n}: reported done but rados get gave {rc2} {err2.strip()!r}")
+        ec_out = {}
+        for n, p in ec_procs.items():
+            try:
+                _, err = p.communicate(timeout=240)
+                ec_out[n] = (p.returncode, err.decode())
+            except subprocess.TimeoutExpired:
+                p.kill()
+                ec_out[n] = (-1, "hung")
+        ec_bad = []
+        for n, (rc, err) in ec_out.items():
+            out = os.path.join(tmp, n + ".read")
+            rc2, _, err2 = rados(c, "-p", "ec", "get", n, out)
+            if rc != 0 or rc2 != 0 or read(out) != payloads[n]:
+                ec_bad.append(f"{n}: siphon {rc} {err.strip()[-300:]!r}; rados get {rc2} {err2.strip()!r}")
+        blocked = sum(1 for _, err in ec_out.values() if "blocks pg" in err)
+        check("MOSDBackoff: EC writes held while their PGs are inactive, done after UNBLOCK",
+              not early and not ec_bad and blocked > 0,
+              f"finished before the OSD returned: {early}; {blocked}/{len(ec_names)} saw a BLOCK; bad {ec_bad}")
         failed_ones = {n: r for n, r in reported.items() if r[0] != 0}
         check("OSD killed mid-run: every op reported done is readable with its bytes",
               not bad and done > 0 and len(on_victim) > 0,

@@ -20,6 +20,12 @@
 #include "tools/bench/bench_wire.h"
 
 namespace siphon::bench {
+
+std::string ms_type_origin(const RunSetup& s) {
+  if (!s.ms_type_origin.empty()) return s.ms_type_origin;
+  return s.cfg ? s.cfg->ms_type_choice().origin() : std::string("ms_type from default");
+}
+
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -831,11 +837,6 @@ void keep_description(Result& out, Result&& r) {
   r.config = out.config;
   r.options = out.options;
   out = std::move(r);
-}
-
-std::string ms_type_origin(const RunSetup& s) {
-  if (!s.ms_type_origin.empty()) return s.ms_type_origin;
-  return s.cfg ? s.cfg->ms_type_choice().origin() : std::string("ms_type from default");
 }
 
 // Fills the configuration part of a result.
