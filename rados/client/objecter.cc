@@ -135,15 +135,10 @@ std::string Objecter::start(std::chrono::nanoseconds timeout) {
     msgr_->add_dispatcher_tail(this);
     msgr_->start();
   }
-  mc_.set_other_message_handler([this](const Message& m) {
-    if (m.get_type() != osdmap::kMsgOsdMap) return;
-    std::vector<Done> done;
-    {
-      std::lock_guard l(mtx_);
-      if (stopping_) return;
-      apply_maps_locked(m, nullptr, done);
-    }
-    run(done);
+  mon_link_->self = this;
+  mc_.set_other_message_handler([link = mon_link_](const Message& m) {
+    std::lock_guard l(link->m);
+    if (link->self) link->self->on_mon_message(m);
   });
   mc_.subscribe("osdmap", 0, mon::MMonSubscribe::kOneTime);
   ticker_ = std::thread([this] { tick_loop(); });
@@ -170,10 +165,25 @@ void Objecter::shutdown() {
     ops_.clear();
     cv_.notify_all();
   }
+  {
+    std::lock_guard l(mon_link_->m);  // waits for a map being applied
+    mon_link_->self = nullptr;
+  }
   mc_.set_other_message_handler({});
   if (ticker_.joinable()) ticker_.join();
   msgr_->shutdown();
   msgr_->wait();
+  run(done);
+}
+
+void Objecter::on_mon_message(const Message& m) {
+  if (m.get_type() != osdmap::kMsgOsdMap) return;
+  std::vector<Done> done;
+  {
+    std::lock_guard l(mtx_);
+    if (stopping_) return;
+    apply_maps_locked(m, nullptr, done);
+  }
   run(done);
 }
 
@@ -617,6 +627,12 @@ void Objecter::handle_backoff(const Message& m) {
     }
   }
   run(done);
+}
+
+void Objecter::ms_handle_connect(ConnectionRef con) {
+  std::lock_guard l(mtx_);
+  for (auto& [osd, s] : sessions_)
+    if (s->con == con) s->delay = {};  // the reconnect backoff starts over
 }
 
 bool Objecter::ms_handle_reset(ConnectionRef con) {

@@ -157,6 +157,7 @@ class Objecter final : private Dispatcher {
   };
 
   bool ms_dispatch(MessageRef m) override;
+  void ms_handle_connect(ConnectionRef con) override;
   bool ms_handle_reset(ConnectionRef con) override;
   bool ms_handle_refused(ConnectionRef con) override;
 
@@ -175,6 +176,15 @@ class Objecter final : private Dispatcher {
   void want_map_locked(const char* why);
   void tick_loop();
   static void run(std::vector<Done>& done);
+
+  // The mon client's handler reaches us through this, so shutdown() can
+  // wait out a call in progress and then cut the link.
+  struct MonLink {
+    std::mutex m;
+    Objecter* self = nullptr;
+  };
+  std::shared_ptr<MonLink> mon_link_ = std::make_shared<MonLink>();
+  void on_mon_message(const Message& m);
 
   mon::MonClient& mc_;
   std::shared_ptr<transport::Stack> stack_;
