@@ -68,7 +68,7 @@ workload() {  # CONF EXPECTED_MS_TYPE [extra objd args]
   shift 2
   start_objd objd -c "$conf" -i 0 "$@"
   local type_re=${type//+/\\+}
-  expect_in "$tmp/objd.out" "siphon-objd osd\.0: public v2:127\.0\.0\.1:[0-9]+/[0-9]+ \($type_re\), cluster .*\($type_re\)"
+  expect_in "$tmp/objd.out" "siphon-objd osd\.0: public v2:127\.0\.0\.1:[0-9]+/[0-9]+ \($type_re, ms_type from [^)]+\), cluster .*\($type_re, ms_type from [^)]+\)"
   run_bench bench objd -c "$conf" --target "$(cat "$tmp/addr")" --count 300 --size-dist 1K-128K --conns 2 \
     --inflight 8 --verify --json "$tmp/result.json"
   [ "$status" -eq 0 ] || fail "siphon-bench objd exited with status $status"
