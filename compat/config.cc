@@ -461,6 +461,19 @@ MsTypes Config::ms_types() const {
   return MsTypes{posix, posix};
 }
 
+MsTypeChoice Config::ms_type_choice(bool cluster) const {
+  const MsTypes types = ms_types();
+  MsTypeChoice c;
+  c.type = cluster ? types.cluster_type : types.public_type;
+  const Opt specific = cluster ? Opt::ms_cluster_type : Opt::ms_public_type;
+  const bool overridden = !(cluster ? get<Opt::ms_cluster_type>() : get<Opt::ms_public_type>()).empty();
+  c.option = overridden ? (cluster ? "ms_cluster_type" : "ms_public_type") : "ms_type";
+  c.source = source(overridden ? specific : Opt::ms_type);
+  return c;
+}
+
+std::string MsTypeChoice::origin() const { return std::string(option) + " from " + source.to_string(); }
+
 DebugLevel Config::debug_ms() const {
   std::string error;
   return parse_debug_level(get<Opt::debug_ms>(), error).value_or(DebugLevel{});

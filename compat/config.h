@@ -49,6 +49,17 @@ struct ValueSource {
   std::string to_string() const;
 };
 
+/// Which option chose a messenger's stack, and where it was set: Ceph's
+/// rule gives ms_public_type (ms_cluster_type) when it is not empty, else
+/// ms_type. Tools say this, not just where ms_type came from.
+struct MsTypeChoice {
+  MsType type;
+  std::string_view option;  // "ms_public_type", "ms_cluster_type" or "ms_type"
+  ValueSource source;
+  /// "ms_public_type from p.conf:3 [global]", "ms_type from default".
+  std::string origin() const;
+};
+
 /// What to load: normally built by from_args() the way a Ceph program reads
 /// its command line and environment.
 struct ConfigRequest {
@@ -108,6 +119,9 @@ class Config {
 
   /// ms_type with ms_public_type / ms_cluster_type applied.
   MsTypes ms_types() const;
+  /// The stack of the public (clients use it) or the cluster messenger,
+  /// with the option that chose it.
+  MsTypeChoice ms_type_choice(bool cluster = false) const;
   /// debug_ms as numbers.
   DebugLevel debug_ms() const;
 

@@ -55,6 +55,10 @@ class Connection : public boost::intrusive_ref_counter<Connection, boost::thread
   virtual entity_name_t get_peer_name() const = 0;
   // Negotiated CEPH_FEATURE_* mask (ours & the peer's); 0 before READY.
   virtual std::uint64_t get_features() const = 0;
+  // The auth global_id of the session once READY (0 before): on a client's
+  // connection to a monitor, the id the mon assigned us (our gid towards
+  // OSDs, where it names us and keys the OSD's duplicate-op detection).
+  virtual std::uint64_t get_global_id() const { return 0; }
   bool has_feature(std::uint64_t f) const { return (get_features() & f) == f; }
   // Wall time of the last KEEPALIVE2_ACK received (0 if none).
   virtual std::uint64_t last_keepalive_ack_ns() const = 0;

@@ -703,6 +703,7 @@ void ConnectionImpl::publish_peer() {
   std::lock_guard l(info_mtx_);
   peer_addrs_info_ = peer_.addrs.empty() ? target_addrs_ : peer_.addrs;
   peer_name_info_ = {peer_.type, peer_.gid};
+  global_id_info_ = peer_.global_id;
   peer_type_.store(peer_.type, std::memory_order_release);
   features_.store(peer_.features, std::memory_order_release);
 }
@@ -720,6 +721,11 @@ Connection::FaultInfo ConnectionImpl::last_fault() const {
 entity_name_t ConnectionImpl::get_peer_name() const {
   std::lock_guard l(info_mtx_);
   return peer_name_info_;
+}
+
+std::uint64_t ConnectionImpl::get_global_id() const {
+  std::lock_guard l(info_mtx_);
+  return global_id_info_;
 }
 
 }  // namespace siphon::detail

@@ -68,6 +68,7 @@ class ConnectionImpl final : public Connection {
   EntityAddrVec get_peer_addrs() const override;
   std::uint8_t get_peer_type() const override { return peer_type_.load(std::memory_order_acquire); }
   entity_name_t get_peer_name() const override;
+  std::uint64_t get_global_id() const override;
   std::uint64_t get_features() const override { return features_.load(std::memory_order_acquire); }
   std::uint64_t last_keepalive_ack_ns() const override { return keepalive_ack_ns_.load(); }
   FaultInfo last_fault() const override;
@@ -162,6 +163,7 @@ class ConnectionImpl final : public Connection {
   mutable std::mutex info_mtx_;
   EntityAddrVec peer_addrs_info_;
   entity_name_t peer_name_info_{};
+  std::uint64_t global_id_info_ = 0;
   FaultInfo last_fault_;
 
   // Cross-thread inbox: messages with the bytes counted against

@@ -480,4 +480,9 @@ MonError MonClient::last_error() const {
   return last_error_;
 }
 
+std::uint64_t MonClient::global_id() const {
+  std::lock_guard l(mtx_);
+  return connected_ && con_ ? con_->get_global_id() : 0;
+}
+
 }  // namespace siphon::mon

@@ -148,6 +148,9 @@ class MonClient final : private Dispatcher {
   // The error that ended the last session attempt.
   MonError last_error() const;
   Messenger* messenger() { return msgr_.get(); }
+  // The global_id the mon assigned to this client's current session (0
+  // when not connected): an OSD client's gid.
+  std::uint64_t global_id() const;
 
  private:
   struct PendingCommand {

@@ -80,8 +80,11 @@ Step ClientHandshake::send_auth_request(Step s) {
       req.auth_payload = proto::auth_none_mon_payload(me_.auth_name, 0);  // same layout (cephx.md §3.1)
     } else {
       req.preferred_modes = {kConModeCrc};  // auth none allows crc only
+      // The authorizer names the global_id the mon gave us, which is our
+      // gid (rados-client.md §3.1); a messenger without one sends 0.
+      const std::uint64_t authorizer_id = me_.gid > 0 ? static_cast<std::uint64_t>(me_.gid) : peer_.global_id;
       req.auth_payload = to_mon ? proto::auth_none_mon_payload(me_.auth_name, peer_.global_id)
-                                : proto::auth_none_authorizer_payload(me_.auth_name, peer_.global_id);
+                                : proto::auth_none_authorizer_payload(me_.auth_name, authorizer_id);
     }
     return send(std::move(s), encode(req));
   }

@@ -32,6 +32,8 @@ LAYERS = {
     "siphon_mon": (["msgr/mon"], ["siphon_api"]),
     # The client's OSDMap and placement: pure code over the codec.
     "siphon_osdmap": (["rados/osdmap"], ["siphon_proto"]),
+    # The OSD client: ops to OSDs over a messenger, the mon client and the map.
+    "siphon_rados_client": (["rados/client"], ["siphon_mon", "siphon_osdmap"]),
     "siphon_rdma_provider": (["rdma/provider.h", "rdma/provider"], ["siphon_base"]),
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),
     "siphon_rdma_soft": (["rdma/soft"], ["siphon_rdma_provider"]),
@@ -39,7 +41,7 @@ LAYERS = {
     "siphon_compat": (["compat"], ["siphon_api", "siphon_admin", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
-    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap"]),
+    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap", "siphon_rados_client"]),
     "siphon_objd_proto": (["tools/objd/proto.h", "tools/objd/proto.cc"], ["siphon_api"]),
     "siphon_objd_core": (["tools/objd/store.h", "tools/objd/store.cc", "tools/objd/server.h",
                           "tools/objd/server.cc"], ["siphon_objd_proto"]),

@@ -21,6 +21,12 @@
 #include "tools/bench/bench_wire.h"
 
 namespace siphon::bench {
+
+std::string ms_type_origin(const RunSetup& s) {
+  if (!s.ms_type_origin.empty()) return s.ms_type_origin;
+  return s.cfg ? s.cfg->ms_type_choice().origin() : std::string("ms_type from default");
+}
+
 namespace {
 
 std::atomic<bool> g_stop{false};
@@ -839,8 +845,7 @@ void describe(const RunSetup& s, Result& r) {
   const BenchArgs& a = s.args;
   r.mode = std::string(to_string(a.mode == Mode::compare ? Mode::loopback : a.mode));
   r.ms_type = s.ms_type.to_string();
-  r.config["ms_type_source"] =
-      a.mode == Mode::compare ? std::string("--ms-types") : s.cfg->source(compat::Opt::ms_type).to_string();
+  r.config["ms_type_source"] = a.mode == Mode::compare ? std::string("--ms-types") : ms_type_origin(s);
   r.config["policy"] = a.lossy ? "lossy" : "lossless";
   r.config["dispatch"] = a.queue_dispatch ? "queue" : "fast";
   if (a.mode != Mode::server) {
@@ -970,8 +975,8 @@ RunOutcome run_loopback(const RunSetup& s) {
   EntityAddrVec target = server.msgr->get_myaddrs();
   std::shared_ptr<transport::Stack> client_stack;
   if (s.info)
-    s.info(fmt::format("loopback over {} (ms_type from {}): server {} ({} threads), {} client connection(s)",
-                       s.ms_type.to_string(), s.cfg->source(compat::Opt::ms_type).to_string(),
+    s.info(fmt::format("loopback over {} ({}): server {} ({} threads), {} client connection(s)",
+                       s.ms_type.to_string(), ms_type_origin(s),
                        target.to_string(), server_tids->size(), s.args.conns));
   {
     Messenger* server_msgr = server.msgr.get();
@@ -1006,8 +1011,8 @@ RunOutcome run_client(const RunSetup& s) {
   const auto target = parse_target(s.args.target, out.error);
   if (!target) return out;
   if (s.info)
-    s.info(fmt::format("client over {} (ms_type from {}) to {}, {} connection(s)", s.ms_type.to_string(),
-                       s.cfg->source(compat::Opt::ms_type).to_string(), target->to_string(), s.args.conns));
+    s.info(fmt::format("client over {} ({}) to {}, {} connection(s)", s.ms_type.to_string(),
+                       ms_type_origin(s), target->to_string(), s.args.conns));
   BenchClient client(s, *target, [] { return process_cpu(); });
   if (!client.connect(out.error, out.unavailable)) return out;
   Result r = client.run();
@@ -1026,8 +1031,8 @@ RunOutcome run_server(const RunSetup& s) {
   // Nonce 0: clients can name the server by IP:PORT alone.
   if (!start_server(s, bind, 0u, [] { return process_cpu(); }, server, out.error, out.unavailable)) return out;
   if (s.info)
-    s.info(fmt::format("server listening on {} over {} (ms_type from {}); {}", server.msgr->get_myaddrs().to_string(),
-                       s.ms_type.to_string(), s.cfg->source(compat::Opt::ms_type).to_string(),
+    s.info(fmt::format("server listening on {} over {} ({}); {}", server.msgr->get_myaddrs().to_string(),
+                       s.ms_type.to_string(), ms_type_origin(s),
                        s.args.once ? "exits after the first client run" : "stop with Ctrl-C"));
   // The admin socket (admin_socket; empty: none), as a daemon's: `ceph
   // --admin-daemon PATH messenger dump` shows the server's connections.

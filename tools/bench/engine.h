@@ -19,6 +19,10 @@ struct RunSetup {
   BenchArgs args;
   const compat::Config* cfg = nullptr;
   compat::MsType ms_type;
+  // What chose ms_type, for the reports: "ms_public_type from FILE:3
+  // [global]" (compat::MsTypeChoice::origin()), "the embedded default", ...
+  // Empty: taken from cfg.
+  std::string ms_type_origin;
   MessengerOptions options;
   // Informational lines (the caller decides where they go; may be empty).
   std::function<void(const std::string&)> info;
@@ -38,6 +42,8 @@ struct RunOutcome {
 // Client and server messengers in this process (the server's CPU is the set
 // of threads its stack and messenger started).
 RunOutcome run_loopback(const RunSetup& setup);
+// setup.ms_type_origin, or the configuration's choice when it is empty.
+std::string ms_type_origin(const RunSetup& setup);
 // Against a `siphon-bench server` at --target.
 RunOutcome run_client(const RunSetup& setup);
 // Serves until a stop is requested, --duration passes, or (--once) the first

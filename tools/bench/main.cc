@@ -148,6 +148,7 @@ int run(int argc, char** argv) {
   RunSetup setup;
   setup.cfg = &cfg;
   setup.ms_type = types.public_type;
+  setup.ms_type_origin = cfg.ms_type_choice().origin();
   // The embedded default (docs/benchmarking.md): with ms_type set nowhere
   // (no file, CEPH_ARGS or --ms-type/--set), Siphon's headline stack runs:
   // async+rdma, on the software fabric when the host has no RDMA device.
@@ -157,6 +158,7 @@ int run(int argc, char** argv) {
       cfg.source(compat::Opt::ms_public_type).kind == compat::ValueSource::Kind::default_value) {
     std::string why;
     setup.ms_type = *compat::parse_ms_type("async+rdma", why);
+    setup.ms_type_origin = "embedded default: no ms_type configured";
     if (!a.quiet)
       std::fprintf(stderr, "siphon-bench: no ms_type configured: using the embedded default, async+rdma "
                            "(software fabric soft0 when no RDMA device exists)\n");
@@ -191,6 +193,7 @@ int run(int argc, char** argv) {
     for (const auto& t : stacks) {
       RunSetup s = setup;
       s.ms_type = t;
+      s.ms_type_origin = "--ms-types";
       outcomes.push_back(run_loopback(s));
       if (!outcomes.back().ran && setup.info)
         setup.info(fmt::format("{}: {}", t.to_string(), outcomes.back().error));

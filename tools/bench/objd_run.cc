@@ -371,7 +371,7 @@ RunOutcome run_objd(const RunSetup& s) {
   r.mode = "objd";
   r.pattern = "put-get";
   r.ms_type = s.ms_type.to_string();
-  r.config["ms_type_source"] = s.cfg->source(compat::Opt::ms_type).to_string();
+  r.config["ms_type_source"] = ms_type_origin(s);
   r.config["conns"] = std::to_string(a.conns);
   r.config["inflight"] = std::to_string(a.inflight);
   r.config["size"] = a.size_spec;

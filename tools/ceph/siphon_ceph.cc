@@ -335,9 +335,9 @@ int main(int argc, char** argv) {
                                   : fmt::format("cannot parse mon_host '{}'", mon_host).c_str());
     return 1;
   }
-  if (cfg.ms_types().public_type.stack != compat::MsType::Stack::posix)
-    std::fprintf(stderr, "siphon-ceph: note: ms_type %s ignored; monitors are reached over TCP\n",
-                 cfg.ms_types().public_type.to_string().c_str());
+  if (const compat::MsTypeChoice t = cfg.ms_type_choice(); t.type.stack != compat::MsType::Stack::posix)
+    std::fprintf(stderr, "siphon-ceph: note: %s (%s) ignored; monitors are reached over TCP\n",
+                 t.type.to_string().c_str(), t.origin().c_str());
 
   mon::MonClientOptions o;
   o.mon_addrs = *mons;

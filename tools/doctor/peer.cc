@@ -37,6 +37,7 @@ bench::RunSetup setup_for(const compat::Config& cfg) {
   bench::RunSetup s;
   s.cfg = &cfg;
   s.ms_type = cfg.ms_types().public_type;
+  s.ms_type_origin = cfg.ms_type_choice().origin();
   s.options = bench::messenger_options(cfg);
   s.args.quiet = true;
   return s;

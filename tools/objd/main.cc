@@ -210,9 +210,9 @@ int run(int argc, char** argv) {
   }
   const auto types = cfg.ms_types();
   const std::string public_addr = public_msgr->get_myaddrs().to_string();
-  fmt::print("siphon-objd {}: public {} ({}), cluster {} ({}), store: {}\n", me, public_addr,
-             types.public_type.to_string(), cluster_msgr->get_myaddrs().to_string(), types.cluster_type.to_string(),
-             store->describe());
+  fmt::print("siphon-objd {}: public {} ({}, {}), cluster {} ({}, {}), store: {}\n", me, public_addr,
+             types.public_type.to_string(), cfg.ms_type_choice().origin(), cluster_msgr->get_myaddrs().to_string(),
+             types.cluster_type.to_string(), cfg.ms_type_choice(true).origin(), store->describe());
   std::fflush(stdout);
   int code = 0;
   if (!addr_file.empty() && !write_addr_file(addr_file, public_addr, error)) {

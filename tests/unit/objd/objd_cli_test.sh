@@ -70,7 +70,7 @@ workload() {  # CONF EXPECTED_MS_TYPE [extra objd args]
   shift 2
   start_objd objd -c "$conf" -i 0 "$@"
   local type_re=${type//+/\\+}
-  expect_in "$tmp/objd.out" "siphon-objd osd\.0: public v2:127\.0\.0\.1:[0-9]+/[0-9]+ \($type_re\), cluster .*\($type_re\)"
+  expect_in "$tmp/objd.out" "siphon-objd osd\.0: public v2:127\.0\.0\.1:[0-9]+/[0-9]+ \($type_re, ms_type from [^)]+\), cluster .*\($type_re, ms_type from [^)]+\)"
   run_bench bench objd -c "$conf" --target "$(cat "$tmp/addr")" --count 300 --size-dist 1K-128K --conns 2 \
     --inflight 8 --verify --json "$tmp/result.json"
   [ "$status" -eq 0 ] || fail "siphon-bench objd exited with status $status"
@@ -150,7 +150,7 @@ case "$case_name" in
     # ms_cluster_type overrides ms_type for the cluster messenger only.
     start_objd split -c "$confdir/objd-posix.conf" -i 0 --ms_cluster_type async+rdma \
       --ms_async_rdma_device_name soft0
-    expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix\), cluster v2:[^ ]+ \(async\+rdma\)"
+    expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix, ms_type from [^)]+\), cluster v2:[^ ]+ \(async\+rdma, ms_cluster_type from command line\)"
     stop_objd TERM
     ;;
   *) fail "unknown case" ;;

@@ -70,7 +70,9 @@ TEST_F(Fixture, FreshSessionFollowsPacificFrameOrder) {
   EXPECT_EQ(c.peer().gid, 3);
   EXPECT_EQ(c.peer().features, kAll);
   EXPECT_FALSE(c.peer().lossy);
-  EXPECT_EQ(c.peer().global_id, 4100u);
+  // The client (gid 4099, the global_id a mon gave it) names it in its
+  // auth-none authorizer, and the server keeps it (rados-client.md §3.1).
+  EXPECT_EQ(c.peer().global_id, 4099u);
   EXPECT_NE(c.ids().client_cookie, 0u);
   EXPECT_EQ(c.ids().server_cookie, 0xabcdefu);
   EXPECT_EQ(c.ids().peer_global_seq, 7u);
@@ -108,7 +110,9 @@ TEST_F(Fixture, AuthNonePayloadDependsOnPeerType) {
     ASSERT_TRUE(payload);
     EXPECT_EQ(payload->mode, peer == proto::kEntityTypeMon ? proto::kAuthModeMon : proto::kAuthModeAuthorizer);
     EXPECT_EQ(payload->name.id, "admin");
-    EXPECT_EQ(payload->global_id, 0u);
+    // To a mon: 0 (a fresh client asks for one); to an OSD: our gid, the
+    // global_id the mon assigned (Ceph's authorizer carries it).
+    EXPECT_EQ(payload->global_id, peer == proto::kEntityTypeMon ? 0u : 4099u);
   }
 }
 

@@ -63,11 +63,11 @@ no_config)
   expect_status 0
   # The embedded default is the RDMA stack (software fabric without a NIC).
   expect_in "$tmp/r.out" '^siphon-bench loopback \(async\+rdma, echo\), 2\.[0-9]+ s measured'
-  expect_in "$tmp/r.err" 'loopback over async\+rdma \(ms_type from default\)'
+  expect_in "$tmp/r.err" 'loopback over async\+rdma \(embedded default: no ms_type configured\)'
   expect_in "$tmp/r.err" 'no configuration file found'
   validate "$tmp/r.json"
   expect_json "$tmp/r.json" 'd["results"]["messages"] > 0 and d["results"]["errors"] == 0'
-  expect_json "$tmp/r.json" 'd["config"]["ms_type_source"] == "default" and d["options"]["ms_type"] == "async+rdma" and d["options"]["ms_async_rdma_polling_us"].endswith(" (auto)")'
+  expect_json "$tmp/r.json" 'd["config"]["ms_type_source"] == "embedded default: no ms_type configured" and d["options"]["ms_type"] == "async+rdma" and d["options"]["ms_async_rdma_polling_us"].endswith(" (auto)")'
   # Left unset, the polling time is the stack's choice: never spinning on
   # the software fabric (docs/rdma-transport.md §1).
   if grep -q 'software fabric (soft0)' "$tmp/r.err"; then
@@ -76,6 +76,21 @@ no_config)
   expect_json "$tmp/r.json" '1 <= len(d["results"]["msgs_per_second"]) <= 3'  # one sample a second; a loaded or sanitized run may tick late
   expect_json "$tmp/r.json" 'd["results"]["cpu"]["client_user_s"] + d["results"]["cpu"]["client_system_s"] > 0'
   expect_json "$tmp/r.json" 'd["results"]["cpu"]["server_user_s"] + d["results"]["cpu"]["server_system_s"] > 0'
+  ;;
+
+public_type)
+  # Issue 16 item 6: a client uses ms_public_type when it is set, and the
+  # tool names that option and its line, not ms_type's.
+  cat >"$tmp/bench.conf" <<'EOF'
+[global]
+ms_type = async+rdma
+ms_public_type = async+posix
+EOF
+  run r -c "$tmp/bench.conf" loopback --count 200 --json "$tmp/r.json"
+  expect_status 0
+  expect_in "$tmp/r.err" "loopback over async\+posix \(ms_public_type from .*bench.conf:3 \[global\]\)"
+  expect_not_in "$tmp/r.err" "ms_type from"
+  expect_json "$tmp/r.json" 'd["config"]["ms_type_source"].startswith("ms_public_type from ") and d["config"]["ms_type_source"].endswith("bench.conf:3 [global]")'
   ;;
 
 config_posix)
