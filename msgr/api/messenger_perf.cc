@@ -4,7 +4,7 @@ namespace siphon::detail {
 
 std::shared_ptr<perf::Logger> make_messenger_logger(const std::string& entity) {
   using perf::Unit;
-  perf::LoggerBuilder b("siphon-messenger-" + entity, l_siphon_msgr_first, l_siphon_msgr_last);
+  perf::LoggerBuilder b("siphon-messenger-" + entity, l_siphon_msgr_first + 1, l_siphon_msgr_last);
   b.shared();
   b.add_u64_counter(l_siphon_msgr_messages_replayed, "messages_replayed",
                     "MESSAGE frames re-sent after a reconnect", {}, perf::kUseful);

@@ -37,7 +37,7 @@ void give_id(unsigned n) {
 
 std::shared_ptr<perf::Logger> build(unsigned id) {
   using perf::Unit;
-  perf::LoggerBuilder b(fmt::format("AsyncMessenger::Worker-{}", id), l_msgr_first, l_msgr_last);
+  perf::LoggerBuilder b(fmt::format("AsyncMessenger::Worker-{}", id), l_msgr_first + 1, l_msgr_last);
   // Descriptions verbatim from Ceph (AsyncMessenger's Stack.h); priority 0
   // and no nick, as there.
   b.add_u64_counter(l_msgr_recv_messages, "msgr_recv_messages", "Network received messages");

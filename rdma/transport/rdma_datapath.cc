@@ -159,6 +159,9 @@ void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::B
   stream_.set_mine(mine);
   if (state_ == State::established) state_ = State::running;
   BufferList b = proto::encode_banner(mine);
+  // Stream bytes like the frames (rx_bytes counts the peer's banner too).
+  worker_.counters().tx_bytes.add(b.length());
+  worker_.perf().inc(transport::l_msgr_send_bytes, b.length());
   queued_bytes_ += b.length();
   outq_.push_back(OutItem::stream(std::move(b)));
   pump();

@@ -18,7 +18,7 @@ using perf::kUseful;
 using perf::Unit;
 
 std::shared_ptr<perf::Logger> build_worker(unsigned id) {
-  perf::LoggerBuilder b(fmt::format("Siphon::RDMAWorker-{}", id), l_rdmaw_first, l_rdmaw_last);
+  perf::LoggerBuilder b(fmt::format("Siphon::RDMAWorker-{}", id), l_rdmaw_first + 1, l_rdmaw_last);
   b.add_u64_counter(l_rdmaw_tx_messages, "tx_messages", "msgr2 frames sent on RDMA connections", {}, kUseful);
   b.add_u64_counter(l_rdmaw_tx_bytes, "tx_bytes", "Stream bytes sent (frames, before RDMA framing)", "txb",
                     kInteresting, Unit::bytes);
@@ -80,7 +80,7 @@ std::shared_ptr<perf::Logger> build_worker(unsigned id) {
 }
 
 std::shared_ptr<perf::Logger> build_stack() {
-  perf::LoggerBuilder b("Siphon::RDMAStack", l_rdmas_first, l_rdmas_last);
+  perf::LoggerBuilder b("Siphon::RDMAStack", l_rdmas_first + 1, l_rdmas_last);
   b.shared();
   b.add_u64_counter(l_rdmas_connections_created, "connections_created", "RDMA connections created", {}, kUseful);
   b.add_u64(l_rdmas_connections_active, "connections_active", "RDMA connections established and not closed", {},

@@ -13,7 +13,7 @@ namespace siphon::objd {
 namespace {
 
 std::shared_ptr<perf::Logger> make_logger() {
-  perf::LoggerBuilder b("objd", l_objd_first, l_objd_last);
+  perf::LoggerBuilder b("objd", l_objd_first + 1, l_objd_last);
   b.shared();  // ms_dispatch may run on the dispatch thread or (fast) on workers
   b.add_u64_counter(l_objd_op, "op", "Requests served (any operation)", "ops", perf::kInteresting);
   b.add_u64_counter(l_objd_op_put, "op_put", "Put requests", {}, perf::kUseful);

@@ -70,9 +70,11 @@ struct Pair {
   std::unique_ptr<Messenger> client = Messenger::create(cstack, {entity_type::client, 9}, test_options());
   ConnectionRef con;
 
-  Pair() {
-    server->set_default_policy(Policy::stateless_server());
-    client->set_default_policy(Policy::lossless_client());
+  // lossless: both sides keep their sessions and the server acknowledges
+  // (msgr_handle_ack_lat); lossy: a closed connection ends both sessions.
+  explicit Pair(bool lossless = true) {
+    server->set_default_policy(lossless ? Policy::lossless_peer() : Policy::stateless_server());
+    client->set_default_policy(lossless ? Policy::lossless_peer() : Policy::lossy_client());
     server->add_dispatcher_tail(&sink);
     client->add_dispatcher_tail(&cd);
     EXPECT_FALSE(server->bind(loopback_any_port()));
@@ -166,7 +168,7 @@ TEST(PerfCounters, WorkerCountersMoveByExactlyWhatWasSent) {
 
 TEST(PerfCounters, GaugesSurvivePerfResetAndReturnToZeroWhenConnectionsClose) {
   if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
-  Pair p;
+  Pair p(false);
   transport::Worker& cw = p.cstack->worker(0);
   transport::Worker& sw = p.sstack->worker(0);
   p.send(10);
