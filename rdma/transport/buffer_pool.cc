@@ -28,7 +28,8 @@ void PoolBuffer::release(Segment* seg) noexcept {
   buf->pool_->put(buf, nullptr);
 }
 
-PoolCache::PoolCache(BufferPool& pool) : pool_(&pool) {
+PoolCache::PoolCache(BufferPool& pool, FlushRequest request_flush)
+    : pool_(&pool), request_flush_(std::move(request_flush)) {
   std::lock_guard lk(pool_->mu_);
   pool_->caches_.push_back(this);
 }
@@ -40,6 +41,8 @@ PoolCache::~PoolCache() {
   pool_->in_use_uncached_ += net_.load(std::memory_order_relaxed);
   std::erase(pool_->caches_, this);
 }
+
+void PoolCache::return_all() noexcept { pool_->flush(*this, 0); }
 
 BufferPool::BufferPool(PoolConfig config, Registrar& registrar)
     : config_(std::move(config)), registrar_(registrar) {
@@ -189,7 +192,14 @@ void BufferPool::notify_on_release(std::function<void()> wake_fn) {
     if (free_.empty()) {
       if (can_grow) request_growth_locked();
       waiters_.push_back(std::move(wake_fn));
-      waiting_.store(true, std::memory_order_relaxed);
+      // The first waiter: free buffers parked in the workers' caches come
+      // back (each owner flushes on its thread), and from now on cached puts
+      // take the shared list. A put that read `waiting_` false just before
+      // lands in its cache, and that cache's owner flushes after it.
+      if (!waiting_.exchange(true, std::memory_order_relaxed)) {
+        for (PoolCache* c : caches_)
+          if (c->request_flush_) c->request_flush_(*c);
+      }
       return;
     }
   }

@@ -78,13 +78,26 @@ using BufferSList = boost::intrusive::slist<PoolBuffer, boost::intrusive::consta
 // Padded by a cache line either side (not alignas: over-aligned new trips a
 // TSan allocator CHECK): the owner's writes never touch a line another
 // worker's cache is on.
+//
+// Free buffers parked in one worker's cache are invisible to another
+// worker's get(). When a caller starts waiting for a buffer
+// (notify_on_release), the pool calls every cache's `request_flush` (under
+// the pool's mutex: it must only post to the owner's event loop), and the
+// owner then calls return_all() on its own thread: parked buffers reach the
+// shared list and wake the waiter. Without it a transfer on one worker could
+// wait forever while enough buffers sat idle in another's cache (seen in the
+// two-host rxe tier as a zero-copy transfer stalled until its timeout).
 class PoolCache {
  public:
-  explicit PoolCache(BufferPool& pool);
+  using FlushRequest = std::function<void(PoolCache&)>;
+  explicit PoolCache(BufferPool& pool, FlushRequest request_flush = {});
   ~PoolCache();
   PoolCache(const PoolCache&) = delete;
   PoolCache& operator=(const PoolCache&) = delete;
   std::size_t size() const noexcept { return free_.size(); }
+  // Owner thread only: every parked buffer to the shared list, waking
+  // whoever waits for one.
+  void return_all() noexcept;
 
  private:
   friend class BufferPool;
@@ -95,6 +108,7 @@ class PoolCache {
   void count(std::int64_t d) noexcept { net_.store(net_.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
   [[maybe_unused]] char pad_front_[64] = {};
   BufferPool* pool_;
+  FlushRequest request_flush_;
   BufferSList free_;
   std::atomic<std::int64_t> net_{0};
   [[maybe_unused]] char pad_back_[64] = {};
