@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "compat/names.h"
+#include "msgr/perf/perf_counters.h"
 #include "rdma/transport/credits.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -507,5 +508,7 @@ void apply_log_levels(const Config& cfg) {
     if (const auto l = parse_debug_level(text, error); !text.empty() && l) log::set_level(s, l->log);
   }
 }
+
+void apply_perf_option(const Config& cfg) { perf::set_enabled(std::get<bool>(cfg.value(Opt::perf))); }
 
 }  // namespace siphon::compat

@@ -165,4 +165,7 @@ inline constexpr log::Subsys kMessengerSubsystems[] = {log::Subsys::ms, log::Sub
 /// from debug_ms.
 void apply_log_levels(const Config& cfg);
 
+/// Ceph's `perf` option: siphon::perf::set_enabled(perf) (process-wide).
+void apply_perf_option(const Config& cfg);
+
 }  // namespace siphon::compat

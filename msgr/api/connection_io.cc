@@ -3,6 +3,7 @@
 // batch), no logging above trace, one Message allocation on receipt.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 
 #include "msgr/api/connection_impl.h"
@@ -33,6 +34,7 @@ std::error_code ConnectionImpl::send_message(MessageRef m) {
     }
   } while (!send_queued_.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
   queue_full_logged_.store(false, std::memory_order_relaxed);
+  MessageAccess::send_stamp(*m) = transport::WorkerPerf::now();  // for msgr_send_messages_queue_lat
   bool post = false;
   {
     std::lock_guard l(inbox_mtx_);
@@ -122,6 +124,9 @@ std::size_t ConnectionImpl::transport_high_water() const {
 void ConnectionImpl::flush() {
   SIPHON_ASSERT_ON_WORKER(owner());
   if (state_ != State::ready || !conn_) return;
+  transport::WorkerPerf& wp = owner().perf();
+  // Encoding messages into frames and handing them to the transport.
+  const transport::WorkerPerf::Section timed(wp, transport::l_msgr_running_send_time);
   const std::size_t high_water = transport_high_water();
   if (pending_keepalive_ack_ && conn_->queued_bytes() <= high_water)
     send_frame(session::encode(session::Keepalive2Ack{*std::exchange(pending_keepalive_ack_, std::nullopt)}));
@@ -168,6 +173,13 @@ void ConnectionImpl::flush() {
     SIPHON_TRACE(session, "send seq {} type {} ({} bytes)", h.seq, h.type, m->payload_length());
     send_frame(std::move(f));
     core_->counters.messages_sent.fetch_add(1, std::memory_order_relaxed);
+    wp.inc(transport::l_msgr_send_messages);
+    // send_message() -> handed to the transport (this flush's start: one
+    // clock read per flush, not per message). Replays are not measured again.
+    if (auto& stamp = MessageAccess::send_stamp(*m); stamp != transport::WorkerPerf::Clock::time_point{}) {
+      wp.tinc(transport::l_msgr_send_messages_queue_lat, std::max(timed.start() - stamp, transport::WorkerPerf::Clock::duration{}));
+      stamp = {};
+    }
   }
 }
 
@@ -180,7 +192,12 @@ void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
     case proto::Tag::ack: {
       session::Ack a;
       if (!session::decode(f, a, why)) break;
-      if (!lossy_) outq_.ack(a.seq);
+      if (!lossy_) {
+        // Ceph's msgr_handle_ack_lat: the time to drop what the ACK covers.
+        const auto t0 = transport::WorkerPerf::now();
+        outq_.ack(a.seq);
+        owner().perf().tinc(transport::l_msgr_handle_ack_lat, transport::WorkerPerf::now() - t0);
+      }
       return;
     }
     case proto::Tag::keepalive2: {
@@ -265,19 +282,24 @@ void ConnectionImpl::receive_message(proto::Frame&& f) {
       return;
     }
   }
-  MessageAccess::set_received(*m, ConnectionRef(this), entity_name_t{peer_.type, peer_.gid},
-                              std::chrono::steady_clock::now());
+  const auto received = std::chrono::steady_clock::now();
+  MessageAccess::set_received(*m, ConnectionRef(this), entity_name_t{peer_.type, peer_.gid}, received);
   const std::uint64_t bytes = m->payload_length();
   bool over = false;
   if (policy_.throttler_messages || policy_.throttler_bytes)
     MessageAccess::set_budget(*m, MessengerCore::take_budget(core_, policy_, bytes, over));
   core_->counters.messages_received.fetch_add(1, std::memory_order_relaxed);
+  transport::WorkerPerf& wp = owner().perf();
+  wp.inc(transport::l_msgr_recv_messages);
 
   bool fast = false;
   if (core_->any_fast_dispatch) {
     for (Dispatcher* d : core_->dispatchers) {
       if (d->ms_can_fast_dispatch(*m)) {
         d->ms_fast_dispatch(std::move(m));
+        // From the receive stamp above (one more clock read per message).
+        if constexpr (perf::kCompiledIn)
+          wp.tinc(transport::l_msgr_running_fast_dispatch_time, std::chrono::steady_clock::now() - received);
         fast = true;
         break;
       }
@@ -285,6 +307,7 @@ void ConnectionImpl::receive_message(proto::Frame&& f) {
   }
   if (!fast) {
     const std::uint64_t queued = core_->dispatch_bytes.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
+    set_gauge(*core_->perf, l_siphon_msgr_undispatched_bytes, queued);
     const std::uint64_t mine = undispatched_.fetch_add(bytes, std::memory_order_acq_rel) + bytes;
     core_->dispatch_queue.enqueue({DispatchQueue::Kind::message, std::move(m), ConnectionRef(this), bytes});
     if (queued > core_->options.ms_dispatch_throttle_bytes) over = true;

@@ -125,6 +125,9 @@ class Message : public boost::intrusive_ref_counter<Message, boost::thread_safe_
   bool encoded_ = false;  // encode_payload() already ran
   entity_name_t source_{};
   std::chrono::steady_clock::time_point recv_stamp_{};
+  // send_message() time, for msgr_send_messages_queue_lat (zero once
+  // measured, and when counters are compiled out).
+  std::chrono::steady_clock::time_point send_stamp_{};
   ConnectionRef connection_;  // (ctor/dtor out of line: Connection is incomplete here)
   std::shared_ptr<void> budget_;               // throttle budget, released with the message
 };

@@ -16,6 +16,7 @@ class MessageAccess {
     m.source_ = source;
     m.recv_stamp_ = stamp;
   }
+  static std::chrono::steady_clock::time_point& send_stamp(Message& m) noexcept { return m.send_stamp_; }
   static void set_budget(Message& m, std::shared_ptr<void> b) noexcept { m.budget_ = std::move(b); }
 };
 

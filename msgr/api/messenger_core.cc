@@ -22,8 +22,10 @@ MessengerCore::MessengerCore(std::shared_ptr<transport::Stack> s, entity_name_t 
       name(n),
       options(std::move(o)),
       nonce(nc),
+      perf(make_messenger_logger(n.to_string())),
       dispatch_queue(&dispatchers, [this](Connection* con, std::uint64_t bytes) {
-        dispatch_bytes.fetch_sub(bytes, std::memory_order_acq_rel);
+        const std::uint64_t left = dispatch_bytes.fetch_sub(bytes, std::memory_order_acq_rel) - bytes;
+        set_gauge(*perf, l_siphon_msgr_undispatched_bytes, left);
         // Every message queued with bytes comes from a ConnectionImpl.
         if (con != nullptr) static_cast<ConnectionImpl*>(con)->release_undispatched(bytes);
         if (has_waiters.load(std::memory_order_acquire)) wake_waiters();
@@ -137,6 +139,7 @@ bool MessengerCore::add_live(const ConnectionImplRef& c) {
   // connections: a connection added after that list was made sees it here.
   if (stopping.load()) return false;
   live_.insert(c);
+  set_gauge(*perf, l_siphon_msgr_connections, live_.size());
   return true;
 }
 
@@ -148,6 +151,7 @@ void MessengerCore::remove_live(const ConnectionImpl* c) {
         live_.erase(it);
         break;
       }
+    set_gauge(*perf, l_siphon_msgr_connections, live_.size());
   }
   table_cv_.notify_all();
 }

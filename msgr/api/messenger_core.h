@@ -23,6 +23,7 @@
 
 #include "msgr/api/dispatch_queue.h"
 #include "msgr/api/messenger.h"
+#include "msgr/api/messenger_perf.h"
 #include "msgr/session/handshake.h"
 #include "msgr/transport/transport.h"
 
@@ -41,19 +42,33 @@ struct AddrKey {
   friend auto operator<=>(const AddrKey&, const AddrKey&) = default;
 };
 
+// messages_sent/received are per messenger for MessengerStats; the perf
+// counters count messages per worker (msgr_send_messages, ...), so these two
+// are plain atomics. The rest also move the messenger's logger.
 struct Counters {
+  explicit Counters(perf::Logger& l) noexcept
+      : messages_replayed(l, l_siphon_msgr_messages_replayed),
+        duplicates_dropped(l, l_siphon_msgr_duplicates_dropped),
+        faults(l, l_siphon_msgr_faults),
+        reconnects(l, l_siphon_msgr_reconnects),
+        sessions_reset(l, l_siphon_msgr_sessions_reset),
+        protocol_errors(l, l_siphon_msgr_protocol_errors),
+        crc_errors(l, l_siphon_msgr_crc_errors),
+        session_migrations(l, l_siphon_msgr_session_migrations),
+        connections_refused(l, l_siphon_msgr_connections_refused),
+        send_queue_full(l, l_siphon_msgr_send_queue_full) {}
   std::atomic<std::uint64_t> messages_sent{0};
   std::atomic<std::uint64_t> messages_received{0};
-  std::atomic<std::uint64_t> messages_replayed{0};
-  std::atomic<std::uint64_t> duplicates_dropped{0};
-  std::atomic<std::uint64_t> faults{0};
-  std::atomic<std::uint64_t> reconnects{0};
-  std::atomic<std::uint64_t> sessions_reset{0};
-  std::atomic<std::uint64_t> protocol_errors{0};
-  std::atomic<std::uint64_t> crc_errors{0};
-  std::atomic<std::uint64_t> session_migrations{0};
-  std::atomic<std::uint64_t> connections_refused{0};
-  std::atomic<std::uint64_t> send_queue_full{0};
+  MessengerCounter messages_replayed;
+  MessengerCounter duplicates_dropped;
+  MessengerCounter faults;
+  MessengerCounter reconnects;
+  MessengerCounter sessions_reset;
+  MessengerCounter protocol_errors;
+  MessengerCounter crc_errors;
+  MessengerCounter session_migrations;
+  MessengerCounter connections_refused;
+  MessengerCounter send_queue_full;
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
@@ -75,7 +90,10 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   std::shared_ptr<const MessageRegistry> registry;
   bool any_fast_dispatch = true;
 
-  Counters counters;
+  // `siphon-messenger-<entity>` (messenger_perf.h): in the process
+  // collection from Messenger::start() until the Messenger is destroyed.
+  const std::shared_ptr<perf::Logger> perf;
+  Counters counters{*perf};
   std::atomic<bool> stopping{false};
   // Set by Messenger::start(): the configuration above is complete and
   // published to the workers (accept() and connect_to() check it).

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <random>
+#include <utility>
 
 #include "msgr/api/connection_impl.h"
 #include "msgr/api/messenger_core.h"
@@ -25,6 +26,7 @@ class MessengerImpl final : public Messenger {
   ~MessengerImpl() override {
     shutdown();
     wait();
+    if (registered_) perf::process_collection().remove(core_->perf.get());
   }
 
   void set_default_policy(const Policy& p) override { core_->default_policy = p; }
@@ -75,6 +77,7 @@ class MessengerImpl final : public Messenger {
     core_->any_fast_dispatch = !core_->dispatchers.empty();
     core_->dispatch_queue.start();
     started_ = true;
+    if (!std::exchange(registered_, true)) perf::process_collection().add(core_->perf);
     core_->started.store(true, std::memory_order_release);
   }
 
@@ -200,6 +203,7 @@ class MessengerImpl final : public Messenger {
   std::mutex stack_mtx_;
   bool stack_started_ = false;
   bool started_ = false;
+  bool registered_ = false;  // core_->perf is in the process collection
   bool waited_ = false;
   std::mutex wait_mtx_;
   std::condition_variable wait_cv_;

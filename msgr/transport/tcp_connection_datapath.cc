@@ -90,7 +90,9 @@ void TcpConnection::on_write(const boost::system::error_code& ec, std::size_t n)
   tx_inflight_.clear();  // drops our references to the written frames
   if (state_ == State::closed) return;
   if (ec) return io_fault(ec, "write");
+  const WorkerPerf::Section timed(worker_->perf(), l_msgr_running_send_time);
   stats_.bytes_sent += n;
+  worker_->perf().inc(l_msgr_send_bytes, n);
   queued_bytes_ -= inflight_bytes_;
   inflight_bytes_ = 0;
   start_write();  // whatever was queued while this batch was in flight
@@ -153,6 +155,7 @@ bool TcpConnection::read_completed(State expected, const boost::system::error_co
   }
   ++stats_.read_ops;
   stats_.bytes_received += n;
+  worker_->perf().inc(l_msgr_recv_bytes, n);
   if (injector_.socket_failure()) {
     fault(errc::injected_fault, kInjectedFailure);
     return false;
@@ -163,6 +166,8 @@ bool TcpConnection::read_completed(State expected, const boost::system::error_co
 void TcpConnection::on_read(const boost::system::error_code& ec, std::size_t n) {
   reading_ = false;
   if (!read_completed(State::established, ec, n, "read")) return;
+  // Decoding and delivering what this read brought, fast dispatch included.
+  const WorkerPerf::Section timed(worker_->perf(), l_msgr_running_recv_time);
   // ms_inject_corruption_probability: damage below the messenger, before
   // the decoder checks the CRCs (nothing else references these bytes yet).
   if (injector_.corrupt(rx_hold_.segment()->data() + rx_used_, n))

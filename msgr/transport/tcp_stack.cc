@@ -89,6 +89,8 @@ void TcpWorker::add(std::shared_ptr<TcpConnection> conn) {
   assert(in_worker_thread());
   TcpConnection* key = conn.get();
   conns_.emplace(key, std::move(conn));
+  perf().inc(l_msgr_created_connections);
+  perf().set(l_msgr_active_connections, conns_.size());
 }
 
 void TcpWorker::remove(TcpConnection* conn) noexcept {
@@ -96,12 +98,14 @@ void TcpWorker::remove(TcpConnection* conn) noexcept {
   if (it == conns_.end()) return;
   // The caller holds its own reference: the connection outlives this call.
   conns_.erase(it);
+  perf().set(l_msgr_active_connections, conns_.size());
 }
 
 void TcpWorker::close_all() {
   assert(in_worker_thread());
   auto conns = std::move(conns_);
   conns_.clear();
+  perf().set(l_msgr_active_connections, 0);
   for (auto& entry : conns) entry.second->close();
 }
 

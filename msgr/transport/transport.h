@@ -29,6 +29,7 @@
 #include "msgr/base/address.h"
 #include "msgr/proto/frame.h"
 #include "msgr/transport/info.h"
+#include "msgr/transport/worker_perf.h"
 
 // SIPHON_ASSERT_ON_WORKER(worker): debug builds abort when the caller is not
 // on `worker`'s thread (docs/transport.md §1: every Connection method and
@@ -53,6 +54,15 @@ class Worker {
   virtual bool in_worker_thread() const noexcept = 0;
   // Runs `fn` on the worker (soon, never inline).
   virtual void post(std::function<void()> fn) = 0;
+
+  // This worker's `AsyncMessenger::Worker-<n>` logger (worker_perf.h):
+  // updated only on this worker's thread, by the stack (bytes, connections,
+  // receive time) and by the session above it (messages, send time, queue
+  // and ack latency, fast dispatch time).
+  WorkerPerf& perf() noexcept { return perf_; }
+
+ private:
+  WorkerPerf perf_;
 };
 
 // Why a connection ended, for logs and the session layer's fault handling.

@@ -1,13 +1,12 @@
 // Counters of the RDMA stack (docs/rdma-transport.md §Counters), named after
 // Ceph's perf counters where one exists.
 //
-// The data path never shares a counter between threads: each worker has its
-// own RdmaCounters block (padded by a cache line either side, so two workers'
-// blocks never share a line), written only by the worker's thread with a plain relaxed
-// load and store (add(): no locked read-modify-write), read from anywhere
-// with relaxed loads. The stack keeps one more block for the control path
-// (connection setup and teardown, the CM thread), updated with fetch_add
-// from any thread. RdmaStack::counters() returns their sum.
+// The storage is the stack's perf loggers (rdma_perf.h): the data path's
+// counters are in each worker's `Siphon::RDMAWorker-<n>` logger, written only
+// by that worker's thread (a relaxed load and store, on the logger's own
+// cache lines), the control path's in the stack's `Siphon::RDMAStack` logger
+// (shared: fetch_add from any thread). RdmaCounters is the value
+// RdmaStack::counters() returns: their sum, read with relaxed loads.
 #pragma once
 
 #include <atomic>
@@ -45,14 +44,22 @@ class Counter {
 };
 
 // Every counter, once: the fields below, snapshot() and operator+= use it.
-#define SIPHON_RDMA_COUNTERS(X)                                                                              \
+// The control path (connection setup and teardown, any thread) writes the
+// first list, the data path (a worker's own thread) the second.
+#define SIPHON_RDMA_CONTROL_COUNTERS(X)                                                                      \
   X(connections_created) X(connections_active) X(connections_rejected) X(qps_created) X(qps_active)        \
+  X(srq_refusals) X(transfer_timeouts)
+#define SIPHON_RDMA_DATA_COUNTERS(X)                                                                         \
   X(tx_messages) X(tx_bytes) X(rx_messages) X(rx_bytes) X(tx_sends) X(rx_sends) X(credits_granted)         \
-  X(credits_spent) X(credits_returned) X(credit_updates_sent) X(credit_stalls) X(credit_stall_ns)          \
+  X(credits_spent) X(credits_returned) X(credit_updates_sent) X(credit_stalls)                             \
   X(rnr_events) X(wc_errors) X(wc_flushed) X(wc_retry_exceeded) X(wc_remote_access) X(wc_other_errors)     \
   X(zero_copy_transfers) X(zero_copy_bytes) X(tx_copied_bytes) X(rdma_reads) X(transfer_registrations)     \
-  X(transfer_windows) X(send_buffer_stalls) X(srq_refusals) X(credit_violations) X(header_crc_errors)      \
-  X(transfer_timeouts)
+  X(transfer_windows) X(send_buffer_stalls) X(credit_violations) X(header_crc_errors) X(cq_polls)          \
+  X(cq_polls_empty) X(cq_completions) X(cq_events) X(connection_faults)
+// Data path, a time: the sum of the stalls' durations in ns.
+#define SIPHON_RDMA_DATA_TIMES(X) X(credit_stall_ns)
+#define SIPHON_RDMA_COUNTERS(X) \
+  SIPHON_RDMA_CONTROL_COUNTERS(X) SIPHON_RDMA_DATA_COUNTERS(X) SIPHON_RDMA_DATA_TIMES(X)
 
 // Padded, not alignas(64): over-aligned new trips a TSan (clang 14)
 // allocator CHECK. 64 bytes either side keep other objects off the lines the
@@ -79,6 +86,9 @@ struct RdmaCounters {
   // SENDs whose header (or read_request descriptors) failed their CRC32C.
   C header_crc_errors;
   C transfer_timeouts;  // connections faulted by ms_async_rdma_transfer_timeout
+  C cq_polls, cq_polls_empty, cq_completions;  // poll_cq calls, those that found nothing, CQEs reaped
+  C cq_events;                                 // completion-channel wakeups (the worker slept, then was woken)
+  C connection_faults;                         // connections faulted (not a clean close by the peer)
   char pad_back[64] = {};
 
   // Adds `o`'s values (o is read with relaxed loads; this must not be shared).

@@ -57,6 +57,7 @@ RdmaConnection::~RdmaConnection() {
   release_srq_reservation();
   if (counted_active_) shared_.counters.connections_active.fetch_sub(1, std::memory_order_relaxed);
   shared_.connections.fetch_sub(1, std::memory_order_relaxed);
+  shared_.refresh_gauges();
 }
 
 transport::Worker& RdmaConnection::worker() noexcept { return worker_; }
@@ -264,6 +265,7 @@ void RdmaConnection::established(const ConnectInfo& peer) {
   state_ = State::established;
   counted_active_ = true;
   shared_.counters.connections_active.fetch_add(1, std::memory_order_relaxed);
+  shared_.refresh_gauges();
   SIPHON_LOG(rdma, 5, "{} {}: established, qp {}, {} credits x {} B each way{}", client_ ? "connected to" : "accepted",
              peer_.to_string(), qp_num(), peer.credits, peer.recv_buffer_size,
              worker_.srq() != nullptr ? fmt::format(" (receives on worker {}'s SRQ)", worker_.index()) : "");
@@ -294,6 +296,7 @@ void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
   else
     SIPHON_LOG(rdma, 1, "RDMA connection {} {} faulted: {} ({})", client_ ? "to" : "from", peer_.to_string(),
                reason, ec.message());
+  if (!clean) worker_.counters().connection_faults.add(1);
   transport::ConnectionHandler* h = std::exchange(handler_, nullptr);
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   begin_drain();

@@ -159,6 +159,9 @@ void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::B
   stream_.set_mine(mine);
   if (state_ == State::established) state_ = State::running;
   BufferList b = proto::encode_banner(mine);
+  // Stream bytes like the frames (rx_bytes counts the peer's banner too).
+  worker_.counters().tx_bytes.add(b.length());
+  worker_.perf().inc(transport::l_msgr_send_bytes, b.length());
   queued_bytes_ += b.length();
   outq_.push_back(OutItem::stream(std::move(b)));
   pump();
@@ -217,6 +220,7 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   BufferList wire = proto::encode_frame(frame, stream_.rev());
   worker_.counters().tx_messages.add(1);
   worker_.counters().tx_bytes.add(wire.length());
+  worker_.perf().inc(transport::l_msgr_send_bytes, wire.length());
   bool queued = false;
   if (frame.tag == proto::Tag::message && zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) &&
       data_len <= peer_info_.max_read) {
@@ -602,6 +606,7 @@ void RdmaConnection::drain_inbound() {
 
 void RdmaConnection::feed(BufferList&& bytes) {
   worker_.counters().rx_bytes.add(bytes.length());
+  worker_.perf().inc(transport::l_msgr_recv_bytes, bytes.length());
   switch (stream_.feed(std::move(bytes))) {
     case transport::FrameStream::Fed::error:
       return fault(stream_.error(), stream_.error_reason());

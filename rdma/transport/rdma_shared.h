@@ -16,6 +16,7 @@
 #include "rdma/transport/credits.h"
 #include "rdma/transport/options.h"
 #include "rdma/transport/pd_registrar.h"
+#include "rdma/transport/rdma_perf.h"
 
 namespace siphon::rdma {
 
@@ -25,7 +26,7 @@ class RdmaWorker;
 struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   RdmaOptions opts;
   Provider& provider;
-  RdmaCounters counters;  // the control path's (any thread, fetch_add); the data path uses its worker's
+  RdmaStackCounters counters;  // the control path's (any thread, fetch_add); the data path uses its worker's
   std::unique_ptr<Device> device;
   std::unique_ptr<ProtectionDomain> pd;
   std::unique_ptr<PdRegistrar> registrar;
@@ -33,6 +34,11 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   std::unique_ptr<BufferPool> recv_pool;
   std::unique_ptr<EventChannel> channel;
   std::vector<std::shared_ptr<RdmaWorker>> workers;
+
+  // Sets the Siphon::RDMAStack gauges (pinned bytes, pool use, SRQ) from the
+  // pools and workers: at stack start, when a connection is established or
+  // destroyed, and when RdmaStack::counters() is read (rdma_stack.cc).
+  void refresh_gauges() noexcept;
 
   // CmId -> connection, for routing CM events (served on worker 0) to the
   // connection's worker. Guarded by mu.

@@ -31,6 +31,20 @@ RdmaCounters& RdmaCounters::operator+=(const RdmaCounters& o) noexcept {
   return *this;
 }
 
+void RdmaShared::refresh_gauges() noexcept {
+  // Not while the stack goes away: the workers and their connections are
+  // being destroyed.
+  if (stopping.load(std::memory_order_relaxed)) return;
+  std::uint64_t posted = 0, reserved = 0;
+  for (const auto& w : workers) {
+    posted += w->srq_posted();
+    reserved += w->srq_reserved();
+  }
+  counters.set_gauges(send_pool->registered_bytes() + recv_pool->registered_bytes(), send_pool->buffers_total(),
+                      send_pool->buffers_in_use(), recv_pool->buffers_total(), recv_pool->buffers_in_use(), posted,
+                      reserved);
+}
+
 namespace {
 
 // Workers of this process's RDMA stacks that spin (auto or explicit).
@@ -292,6 +306,7 @@ void RdmaStack::start() {
   // Idempotent: several messengers may share one stack and each starts it.
   if (shared_->started.exchange(true)) return;
   for (auto& w : shared_->workers) w->start();
+  shared_->refresh_gauges();
   shared_->workers.front()->post([w = shared_->workers.front()] { w->serve_cm(); });
 }
 
@@ -307,9 +322,11 @@ void RdmaStack::stop() {
 
 const RdmaOptions& RdmaStack::options() const noexcept { return shared_->opts; }
 RdmaCounters RdmaStack::counters() const {
-  // The control path's block plus every worker's own (counters.h).
-  RdmaCounters sum = shared_->counters;
-  for (const auto& w : shared_->workers) sum += w->counters();
+  // The control path's logger plus every worker's own (rdma_perf.h).
+  shared_->refresh_gauges();
+  RdmaCounters sum;
+  shared_->counters.add_to(sum);
+  for (const auto& w : shared_->workers) w->counters().add_to(sum);
   return sum;
 }
 const DeviceAttr& RdmaStack::device_attr() const noexcept { return shared_->device->attr(); }

@@ -167,11 +167,14 @@ void RdmaWorker::stop_and_join() {
   conns_.clear();
   owned_.clear();
   load_.store(0);
+  perf().set(transport::l_msgr_active_connections, 0);
 }
 
 void RdmaWorker::adopt(const std::shared_ptr<RdmaConnection>& c) {
   if (!owned_.emplace(c.get(), c).second) return;
   load_.fetch_add(1, std::memory_order_relaxed);
+  perf().inc(transport::l_msgr_created_connections);
+  perf().set(transport::l_msgr_active_connections, owned_.size());
   // One pick turned into a connection (a pick that never does is forgotten
   // here too, when the next connection arrives).
   std::size_t p = picked_.load(std::memory_order_relaxed);
@@ -190,6 +193,7 @@ void RdmaWorker::remove(RdmaConnection* c) {
     if (it != conns_.end() && it->second.get() == c) conns_.erase(it);
   }
   if (owned_.erase(c) > 0) load_.fetch_sub(1, std::memory_order_relaxed);
+  perf().set(transport::l_msgr_active_connections, owned_.size());
 }
 
 bool RdmaWorker::reserve_cq(std::uint32_t entries) noexcept {
@@ -220,6 +224,7 @@ void RdmaWorker::wait_cq() {
                        [this](const boost::system::error_code& e) {
                          cq_wait_pending_ = false;
                          if (e || stopped_) return;
+                         counters_.cq_events.add(1);
                          cq_->consume_events();
                          start_polling();
                        });
@@ -240,6 +245,15 @@ void RdmaWorker::start_polling() {
 std::size_t RdmaWorker::poll_batch() {
   std::array<Wc, 32> wcs;
   const std::size_t n = cq_->poll(wcs);
+  counters_.cq_polls.add(1);
+  if (n == 0) {
+    counters_.cq_polls_empty.add(1);
+    return 0;
+  }
+  counters_.cq_completions.add(n);
+  // Completion processing: received frames (fast dispatch included) and
+  // send completions.
+  const transport::WorkerPerf::Section timed(perf(), transport::l_msgr_running_recv_time);
   for (std::size_t i = 0; i < n; ++i) {
     auto it = conns_.find(wcs[i].qp_num);
     if (it == conns_.end()) {  // its connection is gone (torn down)

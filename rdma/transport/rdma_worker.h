@@ -42,10 +42,10 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   CompletionQueue& cq() noexcept { return *cq_; }
   PoolCache& send_cache() noexcept { return *send_cache_; }
   PoolCache& recv_cache() noexcept { return *recv_cache_; }
-  // This worker's counters: written only on its thread (Counter::add),
-  // read by RdmaStack::counters() from anywhere.
-  RdmaCounters& counters() noexcept { return counters_; }
-  const RdmaCounters& counters() const noexcept { return counters_; }
+  // This worker's counters (its Siphon::RDMAWorker-<n> logger, rdma_perf.h):
+  // written only on its thread, read by RdmaStack::counters() from anywhere.
+  RdmaWorkerCounters& counters() noexcept { return counters_; }
+  const RdmaWorkerCounters& counters() const noexcept { return counters_; }
   // Connections on this worker, only on the worker. The worker owns a
   // connection from the moment its setup starts here (adopt) until its
   // teardown has drained (remove): while a client resolves and connects,
@@ -106,7 +106,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
-  RdmaCounters counters_;  // padded (counters.h): no line shared with another worker's
+  RdmaWorkerCounters counters_{perf().id()};  // its logger's memory is its own (no line shared)
   std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;
   std::unordered_map<std::uint32_t, std::shared_ptr<RdmaConnection>> conns_;  // by QP number
   std::atomic<std::size_t> load_{0};

@@ -19,7 +19,7 @@ LAYERS = {
     # Perf counters (Ceph's model): any layer above base may register loggers.
     "siphon_perf": (["msgr/perf"], ["siphon_base"]),
     "siphon_proto": (["msgr/proto"], ["siphon_base"]),
-    "siphon_transport": (["msgr/transport"], ["siphon_proto"]),
+    "siphon_transport": (["msgr/transport"], ["siphon_proto", "siphon_perf"]),
     # The session layer is pure (events in, actions out): it needs the codec,
     # not the transport; msgr/api drives both.
     # cephx and secure-mode crypto (OpenSSL); pure bytes in, bytes out.
@@ -58,7 +58,7 @@ LAYERS = {
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
                           "tools/bench/stack.cc", "tools/bench/main.cc", "tools/bench/objd_run.h",
-                          "tools/bench/objd_run.cc"],
+                          "tools/bench/objd_run.cc", "tools/bench/perf_delta.h", "tools/bench/perf_delta.cc"],
                          ["siphon_bench_core", "siphon_compat", "siphon_objd_proto"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")

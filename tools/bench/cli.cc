@@ -168,6 +168,10 @@ const std::vector<Flag>& flags() {
          a.quiet = true;
          return {};
        }},
+      {"--perf-dump", false, kLoopback | kClient | kObjd, [](BenchArgs& a, std::string_view) -> std::string {
+         a.perf_dump = true;
+         return {};
+       }},
       {"--once", false, kServer, [](BenchArgs& a, std::string_view) -> std::string {
          a.once = true;
          return {};
@@ -374,6 +378,8 @@ output:
   --json FILE|-          the result as JSON (docs/benchmarking.md; '-' = stdout)
   --plot FILE.svg        latency CDF and throughput over time
   --quiet                no progress line (it is shown once a second on a terminal)
+  --perf-dump            also print the perf counters this run moved (a `perf dump`
+                         delta of this process, whole run; in --json as perf_dump_delta)
   --once                 server: exit after the first client's run
 
 Exit status: 0 done, 1 run failed (setup, connection, errors), 2 bad usage or

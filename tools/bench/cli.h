@@ -50,6 +50,7 @@ struct BenchArgs {
   std::string json;          // "" none, "-" stdout, else a file
   std::string plot;          // SVG file
   bool quiet = false;
+  bool perf_dump = false;    // --perf-dump: the run's perf counter delta
 
   // --- server ---
   bool once = false;         // exit when the first client run is done

@@ -17,6 +17,7 @@
 #include "compat/admin.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
+#include "tools/bench/perf_delta.h"
 #include "tools/bench/stack.h"
 #include "tools/bench/bench_wire.h"
 
@@ -831,6 +832,13 @@ Result BenchClient::run() {
 
 // A finished run's result `r` takes the place of `out`, keeping what
 // describe() filled in.
+// --perf-dump: the counters this process moved since `before`.
+void keep_perf_delta(const RunSetup& s, const PerfSnapshot& before, Result& r) {
+  if (!s.args.perf_dump) return;
+  r.perf_dump = true;
+  r.perf_delta = PerfSnapshot::take().delta_since(before);
+}
+
 void keep_description(Result& out, Result&& r) {
   r.mode = out.mode;
   r.pattern = out.pattern;
@@ -961,6 +969,7 @@ int RunOutcome::exit_code() const noexcept {
 RunOutcome run_loopback(const RunSetup& s) {
   RunOutcome out;
   describe(s, out.result);
+  const PerfSnapshot perf0 = PerfSnapshot::take();
   // The server's threads are the ones its stack and messenger start.
   auto server_tids = std::make_shared<std::vector<pid_t>>();
   const ResourceSample resources_before = sample_resources({});
@@ -987,6 +996,8 @@ RunOutcome run_loopback(const RunSetup& s) {
     // Both stacks of this process, summed (async+rdma only; empty for TCP).
     r.stack_counters = client.counters();
     for (const auto& [name, value] : stack_counters(*server.stack)) r.stack_counters[name] += value;
+    // While the loggers still exist (they go with their messengers/stacks).
+    keep_perf_delta(s, perf0, r);
     client_stack = client.stack();
     keep_description(out.result, std::move(r));
     note_polling(s, client_stack.get(), out.result);
@@ -1013,10 +1024,12 @@ RunOutcome run_client(const RunSetup& s) {
   if (s.info)
     s.info(fmt::format("client over {} ({}) to {}, {} connection(s)", s.ms_type.to_string(),
                        ms_type_origin(s), target->to_string(), s.args.conns));
+  const PerfSnapshot perf0 = PerfSnapshot::take();
   BenchClient client(s, *target, [] { return process_cpu(); });
   if (!client.connect(out.error, out.unavailable)) return out;
   Result r = client.run();
   r.stack_counters = client.counters();
+  keep_perf_delta(s, perf0, r);
   keep_description(out.result, std::move(r));
   note_polling(s, client.stack().get(), out.result);
   out.ran = true;

@@ -143,6 +143,7 @@ int run(int argc, char** argv) {
   if (load_diags.has_errors())
     return usage_error("invalid configuration:\n" + load_diags.to_string(compat::Severity::error));
   compat::apply_log_levels(cfg);  // faults are counted in the result at any level
+  compat::apply_perf_option(cfg);
   const auto types = cfg.ms_types();
 
   RunSetup setup;

@@ -17,6 +17,7 @@
 #include "msgr/api/messenger.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
+#include "tools/bench/perf_delta.h"
 #include "tools/bench/stack.h"
 #include "tools/objd/proto.h"
 
@@ -399,6 +400,7 @@ RunOutcome run_objd(const RunSetup& s) {
     o.crc = objd::data_crc(make_data(o));
   }
 
+  const PerfSnapshot perf0 = PerfSnapshot::take();
   Driver d(s);
   if (!d.connect(*target, out.error, out.unavailable)) {
     d.shutdown();
@@ -429,6 +431,10 @@ RunOutcome run_objd(const RunSetup& s) {
   if (s.info) {
     for (const auto& n : d.notes()) s.info(n);
     if (d.notes_dropped() > 0) s.info(fmt::format("... and {} more problem(s)", d.notes_dropped()));
+  }
+  if (a.perf_dump) {  // before shutdown: the loggers go with the messengers
+    r.perf_dump = true;
+    r.perf_delta = PerfSnapshot::take().delta_since(perf0);
   }
   d.shutdown();
   out.ran = true;

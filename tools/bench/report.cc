@@ -29,6 +29,20 @@ void write_map(std::ostream& os, const std::map<std::string, std::string>& m) {
   os << '}';
 }
 
+// A perf counter value as `perf dump` prints it: integers as is, times as
+// <sec>.<9 digits>, averages as {"avgcount", "sum"[, "avgtime"]}.
+std::string perf_seconds(std::uint64_t ns) { return fmt::format("{}.{:09}", ns / 1000000000u, ns % 1000000000u); }
+
+std::string perf_value(const PerfDeltaEntry& e) {
+  const bool time = (e.type & 0x1) != 0;
+  if ((e.type & 0x4) != 0) {
+    if (!time) return fmt::format("{{\"avgcount\":{},\"sum\":{}}}", e.count, e.value);
+    return fmt::format("{{\"avgcount\":{},\"sum\":{},\"avgtime\":{}}}", e.count, perf_seconds(e.value),
+                       perf_seconds(e.count != 0 ? e.value / e.count : 0));
+  }
+  return time ? perf_seconds(e.value) : std::to_string(e.value);
+}
+
 }  // namespace
 
 std::string json_quote(std::string_view s) {
@@ -98,6 +112,14 @@ void write_table(std::ostream& os, const Result& r) {
     fmt::print(os, "  {:<22}{:>14}\n", "duplicated", v.duplicated);
     fmt::print(os, "  {:<22}{:>14}\n", "reordered", v.reordered);
     fmt::print(os, "  {:<22}{:>14}\n", "corrupted", v.corrupted);
+  }
+  if (r.perf_dump) {
+    fmt::print(os, "perf counters this run moved (perf dump delta; gauges: value at the end)\n");
+    std::string_view logger;
+    for (const PerfDeltaEntry& e : r.perf_delta) {
+      if (e.logger != logger) fmt::print(os, "  {}\n", logger = e.logger);
+      fmt::print(os, "    {:<34}{}\n", e.counter, perf_value(e));
+    }
   }
 }
 
@@ -259,6 +281,21 @@ void write_json(std::ostream& os, const Result& r) {
       first_counter = false;
     }
     os << '}';
+  }
+  if (r.perf_dump) {
+    // Grouped by logger as `perf dump` groups them.
+    os << ",\"perf_dump_delta\":{";
+    std::string_view logger;
+    for (const PerfDeltaEntry& e : r.perf_delta) {
+      if (e.logger != logger) {
+        os << (logger.empty() ? "" : "},") << json_quote(e.logger) << ":{";
+        logger = e.logger;
+      } else {
+        os << ',';
+      }
+      os << json_quote(e.counter) << ':' << perf_value(e);
+    }
+    os << (logger.empty() ? "}" : "}}");
   }
   os << "}}\n";
 }

@@ -59,6 +59,18 @@ struct PhaseResult {
   Histogram latency;         // request sent -> reply received, ns
 };
 
+// One perf counter a --perf-dump run moved (perf_counters.h's model, in
+// plain values so the report needs no perf library): `type` is Ceph's bitmask
+// (0x1 time in ns, 0x2 integer, 0x4 average, 0x8 counter); value is the
+// delta (a pure gauge, type 2: its value at the end), count an average's.
+struct PerfDeltaEntry {
+  std::string logger;
+  std::string counter;
+  std::uint8_t type = 0;
+  std::uint64_t value = 0;
+  std::uint64_t count = 0;
+};
+
 struct Result {
   // Configuration as run (flags and the effective messenger options).
   std::string mode;            // loopback | client | server
@@ -88,6 +100,10 @@ struct Result {
   // RdmaCounters of docs/rdma-transport.md, e.g. zero_copy_transfers,
   // rnr_events; empty for stacks without counters). Whole run, not the window.
   std::map<std::string, std::uint64_t> stack_counters;
+  // --perf-dump: the perf counters the run moved (whole run), in `perf
+  // dump` order.
+  bool perf_dump = false;
+  std::vector<PerfDeltaEntry> perf_delta;
   // objd mode: each phase (the totals above cover them all).
   std::vector<PhaseResult> phases;
 

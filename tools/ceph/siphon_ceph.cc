@@ -323,6 +323,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   compat::apply_log_levels(cfg);
+  compat::apply_perf_option(cfg);
   if (cli.words.empty()) {
     std::fputs(kUsage.data(), stderr);
     return 22;

@@ -125,6 +125,7 @@ int run(int argc, char** argv) {
   if (load_diags.has_errors())
     return usage_error("invalid configuration:\n" + load_diags.to_string(compat::Severity::error));
   compat::apply_log_levels(cfg);
+  compat::apply_perf_option(cfg);
   const std::string me = cfg.name().to_string();
 
   // The store.

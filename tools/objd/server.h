@@ -9,8 +9,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
 
 #include "msgr/api/dispatcher.h"
+#include "msgr/perf/perf_counters.h"
 #include "tools/objd/proto.h"
 #include "tools/objd/store.h"
 
@@ -23,10 +25,31 @@ struct ServerCounters {
   std::atomic<std::uint64_t> bytes_in{0}, bytes_out{0};
 };
 
+// The daemon's own `objd` perf logger (docs/observability.md §Counters): an
+// application registers its loggers through the same API as the messenger.
+enum ObjdPerfIdx : int {
+  l_objd_first = 96000,
+  l_objd_op,
+  l_objd_op_put,
+  l_objd_op_get,
+  l_objd_op_stat,
+  l_objd_op_delete,
+  l_objd_op_errors,
+  l_objd_op_in_bytes,
+  l_objd_op_out_bytes,
+  l_objd_op_latency,
+  l_objd_last,
+};
+
 class ObjectServer final : public Dispatcher {
  public:
-  // `max_object_size`: the largest put accepted and get returned.
-  ObjectServer(ObjectStore& store, std::uint64_t max_object_size) : store_(store), max_(max_object_size) {}
+  // `max_object_size`: the largest put accepted and get returned. The
+  // `objd` logger is in siphon::perf::process_collection() for the server's
+  // lifetime.
+  ObjectServer(ObjectStore& store, std::uint64_t max_object_size);
+  ~ObjectServer() override;
+  ObjectServer(const ObjectServer&) = delete;
+  ObjectServer& operator=(const ObjectServer&) = delete;
 
   bool ms_dispatch(MessageRef m) override;
   // Lossy clients come and go; nothing to clean up.
@@ -41,6 +64,7 @@ class ObjectServer final : public Dispatcher {
   ObjectStore& store_;
   std::uint64_t max_;
   ServerCounters counters_;
+  std::shared_ptr<perf::Logger> perf_;
 };
 
 }  // namespace siphon::objd

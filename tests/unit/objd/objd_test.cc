@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 
 #include "msgr/base/error.h"
@@ -259,6 +260,35 @@ TEST(ObjdServer, ErrorRepliesForBadRequests) {
   EXPECT_TRUE(server.ms_dispatch(make_message<Message>(kMsgObjdOp)))
       << "our type number but not decoded (no registry): dropped";
   EXPECT_EQ(server.counters().dropped.load(), 2u);
+}
+
+// The daemon's own `objd` logger, registered through the perf API for the
+// server's lifetime, moves with the requests it serves.
+TEST(ObjdServer, ObjdPerfLoggerCountsRequests) {
+  auto value = [](int idx) -> std::optional<std::uint64_t> {
+    std::optional<std::uint64_t> v;
+    perf::process_collection().visit({}, [&](const perf::Logger& l, const perf::CounterInfo&, const perf::Value&) {
+      if (l.name() == "objd" && l.first() <= idx && idx < l.last() && !v) v = l.get(idx).u64;
+    });
+    return v;
+  };
+  {
+    auto store = make_memory_store(1 << 20);
+    ObjectServer server(*store, 1000);
+    auto put = make_message<MObjdOp>(OpCode::put, "p");
+    put->set_data(BufferList::copy_of("12345"));
+    put->crc = data_crc(put->data());
+    EXPECT_TRUE(server.ms_dispatch(put));
+    auto get = make_message<MObjdOp>(OpCode::get, "missing");
+    EXPECT_TRUE(server.ms_dispatch(get));
+    EXPECT_EQ(value(l_objd_op), 2u);
+    EXPECT_EQ(value(l_objd_op_put), 1u);
+    EXPECT_EQ(value(l_objd_op_get), 1u);
+    EXPECT_EQ(value(l_objd_op_in_bytes), 5u);
+    EXPECT_EQ(value(l_objd_op_errors), 1u) << "the get of a missing object";
+    EXPECT_NE(perf::process_collection().perf_schema().find("\"op_latency\""), std::string::npos);
+  }
+  EXPECT_FALSE(value(l_objd_op).has_value()) << "the logger goes with the server";
 }
 
 }  // namespace

@@ -1,0 +1,245 @@
+// The messenger's perf counters (docs/observability.md §Counters) against a
+// loopback run: Ceph's AsyncMessenger::Worker-<n> counters move by exactly
+// the messages and bytes sent, the levels are gauges that a `perf reset`
+// leaves alone and that return to 0 when connections close, and loggers
+// enter and leave the process collection with their messengers and stacks
+// while another thread dumps (run under TSan too). Built twice: over TCP
+// (messenger_perf_test) and over the RDMA stack on the software fabric
+// (messenger_perf_test_rdma), which also checks the Siphon::RDMAWorker
+// logger against RdmaStack::counters().
+#include <fmt/format.h>
+
+#include <atomic>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "msgr/perf/compiled.h"
+#include "msgr/perf/perf_counters.h"
+#include "msgr/transport/transport.h"
+#include "msgr_test_util.h"
+
+namespace siphon::test {
+namespace {
+
+using namespace std::chrono_literals;
+using transport::WorkerPerf;
+
+constexpr std::uint16_t kType = 0x7401;
+constexpr std::uint64_t kMessages = 500;
+constexpr std::size_t kData = 3000;
+
+// Counts messages on the fast path (on the worker: fast dispatch time moves).
+class FastSink : public Dispatcher {
+ public:
+  bool ms_can_fast_dispatch(const Message& m) const override { return m.get_type() == kType; }
+  void ms_fast_dispatch(MessageRef) override { received.fetch_add(1); }
+  bool ms_dispatch(MessageRef) override { return true; }
+  std::atomic<std::uint64_t> received{0};
+};
+
+std::uint64_t value(transport::Worker& w, int idx) { return w.perf().logger().get(idx).u64; }
+std::uint64_t count(transport::Worker& w, int idx) { return w.perf().logger().get(idx).count; }
+
+std::string logger_name(transport::Worker& w) { return w.perf().logger().name(); }
+
+// One counter of a logger of the process collection, by name (nullopt: no
+// such logger or counter).
+std::optional<std::uint64_t> collected(const std::string& logger, const std::string& counter) {
+  std::optional<std::uint64_t> v;
+  perf::DumpFilter f;
+  f.logger = logger;
+  f.counter = counter;
+  perf::process_collection().visit(f, [&](const perf::Logger& l, const perf::CounterInfo& info, const perf::Value& x) {
+    if (l.name() == logger && info.name == counter) v = x.u64;
+  });
+  return v;
+}
+
+bool dumped(const std::string& logger) {
+  return perf::process_collection().perf_dump().find("\"" + logger + "\"") != std::string::npos;
+}
+
+// A server and a client, each on its own one-worker stack.
+struct Pair {
+  std::shared_ptr<transport::Stack> sstack = make_test_stack(test_stack_options(1));
+  std::shared_ptr<transport::Stack> cstack = make_test_stack(test_stack_options(1));
+  FastSink sink;
+  RecordingDispatcher cd;
+  std::unique_ptr<Messenger> server = Messenger::create(sstack, {entity_type::osd, 7}, test_options());
+  std::unique_ptr<Messenger> client = Messenger::create(cstack, {entity_type::client, 9}, test_options());
+  ConnectionRef con;
+
+  // lossless: both sides keep their sessions and the server acknowledges
+  // (msgr_handle_ack_lat); lossy: a closed connection ends both sessions.
+  explicit Pair(bool lossless = true) {
+    server->set_default_policy(lossless ? Policy::lossless_peer() : Policy::stateless_server());
+    client->set_default_policy(lossless ? Policy::lossless_peer() : Policy::lossy_client());
+    server->add_dispatcher_tail(&sink);
+    client->add_dispatcher_tail(&cd);
+    EXPECT_FALSE(server->bind(loopback_any_port()));
+    server->start();
+    client->start();
+    con = client->connect_to(entity_type::osd, server->get_myaddrs());
+  }
+  ~Pair() { stop(); }
+  void stop() {
+    if (client) client->shutdown();
+    if (server) server->shutdown();
+    if (client) client->wait();
+    if (server) server->wait();
+    client.reset();
+    server.reset();
+  }
+  void send(std::uint64_t n) {
+    for (std::uint64_t i = 0; i < n; ++i) {
+      MessageRef m = make_message<Message>(kType);
+      m->data().append(std::string(kData, 'p'));
+      ASSERT_FALSE(con->send_message(m));
+    }
+  }
+};
+
+TEST(PerfCounters, WorkerCountersMoveByExactlyWhatWasSent) {
+  if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
+  Pair p;
+  transport::Worker& cw = p.cstack->worker(0);
+  transport::Worker& sw = p.sstack->worker(0);
+  EXPECT_NE(cw.perf().id(), sw.perf().id()) << "worker ids are unique in the process";
+  EXPECT_TRUE(dumped(logger_name(cw)));
+  EXPECT_TRUE(dumped(logger_name(sw)));
+  EXPECT_EQ(logger_name(cw).rfind("AsyncMessenger::Worker-", 0), 0u);
+
+  p.send(kMessages);
+  ASSERT_TRUE(eventually([&] { return p.sink.received.load() == kMessages; }));
+  // Every byte one side sent has arrived when the other side's count equals
+  // it (both monotonic): the server's ACKs travel the other way.
+  ASSERT_TRUE(eventually([&] { return value(cw, transport::l_msgr_send_bytes) == value(sw, transport::l_msgr_recv_bytes); }))
+      << value(cw, transport::l_msgr_send_bytes) << " sent, " << value(sw, transport::l_msgr_recv_bytes) << " received";
+  ASSERT_TRUE(eventually([&] { return value(sw, transport::l_msgr_send_bytes) == value(cw, transport::l_msgr_recv_bytes); }));
+
+  EXPECT_EQ(value(cw, transport::l_msgr_send_messages), kMessages);
+  EXPECT_EQ(value(sw, transport::l_msgr_recv_messages), kMessages);
+  EXPECT_EQ(value(sw, transport::l_msgr_send_messages), 0u) << "ACKs and keepalives are not messages";
+  EXPECT_EQ(value(cw, transport::l_msgr_recv_messages), 0u);
+  EXPECT_EQ(p.client->stats().messages_sent, kMessages);
+  EXPECT_EQ(p.server->stats().messages_received, kMessages);
+  // The payloads alone; frames, banners and the handshake add more.
+  EXPECT_GT(value(cw, transport::l_msgr_send_bytes), kMessages * kData);
+
+  EXPECT_EQ(value(cw, transport::l_msgr_created_connections), 1u);
+  EXPECT_EQ(value(sw, transport::l_msgr_created_connections), 1u);
+  EXPECT_EQ(value(cw, transport::l_msgr_active_connections), 1u);
+  EXPECT_EQ(value(sw, transport::l_msgr_active_connections), 1u);
+
+  // Every message sent through send_message() had its queue latency taken.
+  EXPECT_EQ(count(cw, transport::l_msgr_send_messages_queue_lat), kMessages);
+  EXPECT_GT(value(cw, transport::l_msgr_send_messages_queue_lat), 0u);
+  // The server acknowledged: the client handled ACK frames.
+  EXPECT_GE(count(cw, transport::l_msgr_handle_ack_lat), 1u);
+  EXPECT_GT(value(cw, transport::l_msgr_running_send_time), 0u);
+  EXPECT_GT(value(sw, transport::l_msgr_running_recv_time), 0u);
+  EXPECT_GT(value(sw, transport::l_msgr_running_fast_dispatch_time), 0u);
+  EXPECT_EQ(value(cw, transport::l_msgr_running_fast_dispatch_time), 0u);
+  EXPECT_GE(value(sw, transport::l_msgr_running_total_time), value(sw, transport::l_msgr_running_recv_time));
+  EXPECT_GE(value(cw, transport::l_msgr_running_total_time), value(cw, transport::l_msgr_running_send_time) / 2)
+      << "sends run at top level (their own section) or inside a receive";
+
+#ifdef SIPHON_TEST_RDMA
+  // The RDMA loggers are the storage of RdmaStack::counters().
+  auto& crs = dynamic_cast<rdma::RdmaStack&>(*p.cstack);
+  auto& srs = dynamic_cast<rdma::RdmaStack&>(*p.sstack);
+  const auto cc = crs.counters().snapshot();
+  const auto sc = srs.counters().snapshot();
+  EXPECT_EQ(cc.at("tx_bytes"), value(cw, transport::l_msgr_send_bytes));
+  EXPECT_EQ(sc.at("rx_bytes"), value(sw, transport::l_msgr_recv_bytes));
+  EXPECT_EQ(sc.at("rx_bytes"), cc.at("tx_bytes"));
+  EXPECT_GE(cc.at("tx_messages"), kMessages);  // messages plus handshake frames
+  EXPECT_EQ(cc.at("connections_active"), 1u);
+  EXPECT_EQ(cc.at("qps_active"), 1u);
+  EXPECT_GT(sc.at("cq_completions"), 0u);
+  EXPECT_GE(sc.at("cq_polls"), sc.at("cq_polls_empty"));
+  const std::string dump = perf::process_collection().perf_dump();
+  EXPECT_NE(dump.find(fmt::format("\"Siphon::RDMAWorker-{}\"", cw.perf().id())), std::string::npos) << dump;
+  EXPECT_NE(dump.find("\"Siphon::RDMAStack"), std::string::npos);
+  EXPECT_NE(dump.find("\"pinned_bytes\""), std::string::npos);
+#endif
+}
+
+TEST(PerfCounters, GaugesSurvivePerfResetAndReturnToZeroWhenConnectionsClose) {
+  if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
+  Pair p(false);
+  transport::Worker& cw = p.cstack->worker(0);
+  transport::Worker& sw = p.sstack->worker(0);
+  p.send(10);
+  ASSERT_TRUE(eventually([&] { return p.sink.received.load() == 10; }));
+  ASSERT_EQ(value(sw, transport::l_msgr_active_connections), 1u);
+
+  // `perf reset all` with the connection open (Ceph's underflow, §3.6).
+  ASSERT_TRUE(perf::process_collection().reset(std::nullopt));
+  EXPECT_EQ(value(cw, transport::l_msgr_send_messages), 0u) << "counters are reset";
+  EXPECT_EQ(value(cw, transport::l_msgr_active_connections), 1u) << "gauges are not";
+  EXPECT_EQ(value(sw, transport::l_msgr_active_connections), 1u);
+
+  p.client->mark_down_all();
+  ASSERT_TRUE(eventually([&] {
+    return value(cw, transport::l_msgr_active_connections) == 0 && value(sw, transport::l_msgr_active_connections) == 0;
+  })) << "client " << value(cw, transport::l_msgr_active_connections) << ", server "
+      << value(sw, transport::l_msgr_active_connections);
+  // The messenger's own logger: its levels are back to 0 too (gauges, so
+  // the reset above left them alone and nothing wrapped).
+  ASSERT_TRUE(collected("siphon-messenger-osd.7", "connections").has_value());
+  ASSERT_TRUE(eventually([&] {
+    return collected("siphon-messenger-osd.7", "connections") == 0u &&
+           collected("siphon-messenger-client.9", "connections") == 0u &&
+           collected("siphon-messenger-osd.7", "undispatched_bytes") == 0u;
+  })) << perf::process_collection().perf_dump();
+#ifdef SIPHON_TEST_RDMA
+  auto& crs = dynamic_cast<rdma::RdmaStack&>(*p.cstack);
+  ASSERT_TRUE(eventually([&] { return crs.counters().snapshot().at("connections_active") == 0; }));
+  EXPECT_EQ(crs.counters().snapshot().at("qps_active"), 0u);
+#endif
+}
+
+// Messengers and stacks come and go on two threads while a third dumps and
+// resets: every logger is listed while its owner lives and gone after.
+TEST(PerfCounters, LoggersComeAndGoWithMessengersAndStacks) {
+  const std::string before = perf::process_collection().perf_dump();
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    while (!done.load()) {
+      (void)perf::process_collection().perf_dump();
+      (void)perf::process_collection().perf_schema();
+      (void)perf::process_collection().reset(std::nullopt);
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  auto churn = [&](std::int64_t base) {
+    for (int i = 0; i < 4; ++i) {
+      std::string worker_logger, msgr_logger = fmt::format("siphon-messenger-client.{}", base + i);
+      {
+        auto stack = make_test_stack(test_stack_options(2));
+        worker_logger = logger_name(stack->worker(1));
+        auto m = Messenger::create(stack, {entity_type::client, base + i}, test_options());
+        m->start();
+        EXPECT_TRUE(dumped(worker_logger)) << worker_logger;
+        EXPECT_TRUE(dumped(msgr_logger)) << msgr_logger;
+        m->shutdown();
+        m->wait();
+      }
+      EXPECT_FALSE(dumped(msgr_logger)) << msgr_logger << " outlived its messenger";
+    }
+  };
+  std::thread a(churn, 100), b(churn, 200);
+  a.join();
+  b.join();
+  done.store(true);
+  reader.join();
+  // Nothing of ours is left (worker ids are reused, so compare names).
+  EXPECT_EQ(perf::process_collection().perf_dump().find("siphon-messenger-client.1"), std::string::npos);
+  EXPECT_EQ(perf::process_collection().perf_dump().find("siphon-messenger-client.2"), std::string::npos);
+  EXPECT_EQ(perf::process_collection().perf_dump(), before);
+}
+
+}  // namespace
+}  // namespace siphon::test
