@@ -16,6 +16,7 @@ import sys
 # layer -> (paths it owns, layers it may use directly). Order: bottom-up.
 LAYERS = {
     "siphon_base": (["msgr/base"], []),
+    "siphon_perf": (["msgr/perf"], ["siphon_base"]),
     "siphon_proto": (["msgr/proto"], ["siphon_base"]),
     "siphon_transport": (["msgr/transport"], ["siphon_proto"]),
     # The session layer is pure (events in, actions out): it needs the codec,
@@ -31,8 +32,11 @@ LAYERS = {
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),
     "siphon_rdma_soft": (["rdma/soft"], ["siphon_rdma_provider"]),
     "siphon_rdma_transport": (["rdma/transport"], ["siphon_rdma_provider", "siphon_transport"]),
+    # The Prometheus endpoint: the perf counters' exposition and the NIC's
+    # sysfs counters (the provider seam's shared sysfs reader).
+    "siphon_metrics": (["msgr/metrics"], ["siphon_perf", "siphon_rdma_provider"]),
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
-                                    "siphon_rdma_verbs", "siphon_rdma_soft"]),
+                                    "siphon_rdma_verbs", "siphon_rdma_soft", "siphon_metrics"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap"]),
     "siphon_objd_proto": (["tools/objd/proto.h", "tools/objd/proto.cc"], ["siphon_api"]),
