@@ -90,8 +90,9 @@ void add_counter(Families& fams, const perf::Logger& l, const perf::CounterInfo&
 }
 
 // The NIC's sysfs counters: ceph_rdma_port_<file>_total (counters/, the IB
-// port counters; the data counters are in 4-byte words and are shown in
-// bytes) and ceph_rdma_hw_<file>_total (hw_counters/, the driver's).
+// port counters, a leading "port_" dropped; the data counters are in 4-byte
+// words and are shown in bytes) and ceph_rdma_hw_<file>_total (hw_counters/,
+// the driver's).
 void add_nic(Families& fams, const ExpositionOptions& o) {
   namespace sysfs = rdma::sysfs;
   for (const auto& p : o.nic_ports) {
@@ -114,12 +115,15 @@ void add_nic(Families& fams, const ExpositionOptions& o) {
     }
     for (const auto& c : counters) {
       if (c.group == "counters") {
+        // port_xmit_packets -> ceph_rdma_port_xmit_packets_total.
+        const std::string base =
+            "ceph_rdma_port_" + promethize(c.name.rfind("port_", 0) == 0 ? c.name.substr(5) : c.name);
         if (c.name == "port_xmit_data" || c.name == "port_rcv_data") {
-          fams.add("ceph_rdma_port_" + promethize(c.name) + "_bytes_total", "counter",
+          fams.add(base + "_bytes_total", "counter",
                    fmt::format("sysfs counters/{} in bytes (the file counts 4-byte words)", c.name), lt,
                    fmt::format("{}", c.value * 4));
         } else {
-          fams.add("ceph_rdma_port_" + promethize(c.name) + "_total", "counter",
+          fams.add(base + "_total", "counter",
                    fmt::format("sysfs counters/{}", c.name), lt, fmt::format("{}", c.value));
         }
       } else if (c.name != "lifespan") {  // mlx5's refresh interval in ms, not a counter

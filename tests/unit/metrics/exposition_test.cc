@@ -227,8 +227,8 @@ TEST(MetricsExposition, NicPortAndHardwareCountersOfTheDevicesInUse) {
   EXPECT_TRUE(has_line(t, "# TYPE ceph_rdma_port_xmit_data_bytes_total counter")) << t;
   EXPECT_TRUE(has_line(t, "ceph_rdma_port_xmit_data_bytes_total" + m + " 4000")) << t;
   EXPECT_TRUE(has_line(t, "ceph_rdma_port_rcv_data_bytes_total" + m + " 10000")) << t;
-  EXPECT_TRUE(has_line(t, "ceph_rdma_port_port_xmit_packets_total" + m + " 40")) << t;
-  EXPECT_TRUE(has_line(t, "ceph_rdma_port_port_rcv_packets_total" + m + " 60")) << t;
+  EXPECT_TRUE(has_line(t, "ceph_rdma_port_xmit_packets_total" + m + " 40")) << t;
+  EXPECT_TRUE(has_line(t, "ceph_rdma_port_rcv_packets_total" + m + " 60")) << t;
   EXPECT_TRUE(has_line(t, "ceph_rdma_port_link_downed_total" + m + " 1")) << t;
   // The driver's: RNR NAK retries, out of sequence, CNPs both ways, out_of_buffer.
   EXPECT_TRUE(has_line(t, "ceph_rdma_hw_rnr_nak_retry_err_total" + m + " 3")) << t;
