@@ -195,7 +195,7 @@ std::string daemon_label(std::string_view entity_name) {
 }
 
 bool is_messenger_logger(std::string_view n) {
-  return n.rfind("AsyncMessenger::", 0) == 0 || n.rfind("Siphon::", 0) == 0;
+  return n.rfind("AsyncMessenger::", 0) == 0 || n.rfind("Siphon::", 0) == 0 || n.rfind("siphon-messenger-", 0) == 0;
 }
 
 std::string render(const perf::Collection& c, const ExpositionOptions& o) {

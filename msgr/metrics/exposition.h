@@ -57,8 +57,9 @@ std::string escape_help(std::string_view v);
 // "admin").
 std::string daemon_label(std::string_view entity_name);
 
-// The messenger's loggers: AsyncMessenger::* (Ceph's names) and Siphon::*
-// (Siphon's RDMA and TCP loggers).
+// The messenger's loggers: AsyncMessenger::* (Ceph's per-worker names),
+// Siphon::* (the RDMA workers and stacks) and siphon-messenger-<entity>
+// (each messenger's sessions: faults, reconnects, ...).
 bool is_messenger_logger(std::string_view logger_name);
 
 // The whole /metrics body.

@@ -84,6 +84,7 @@ TEST(MetricsNames, CephPromethizeRules) {
   EXPECT_EQ(daemon_label("ceph-client.siphon"), "siphon");
   EXPECT_TRUE(is_messenger_logger("AsyncMessenger::Worker-2"));
   EXPECT_TRUE(is_messenger_logger("Siphon::RDMAStack"));
+  EXPECT_TRUE(is_messenger_logger("siphon-messenger-osd.0"));
   EXPECT_FALSE(is_messenger_logger("osd"));
 }
 
