@@ -99,7 +99,7 @@ void add_nic(Families& fams, const ExpositionOptions& o) {
     const std::string lt =
         labels_text({{"ceph_daemon", o.daemon}, {"device", p.device}, {"port", std::to_string(p.port)}});
     const auto counters = sysfs::read_port_counters(o.sysfs_root, p.device, p.port);
-    fams.add("ceph_rdma_port_counter_files", "gauge",
+    fams.add("ceph_rdma_port_sysfs_files", "gauge",
              "Counter files read from the port's sysfs counters/ and hw_counters/ (0: the device or port is "
              "not there)",
              lt, fmt::format("{}", counters.size()));

@@ -70,7 +70,7 @@ grep -q "Prometheus metrics at http://$ADDR:9926/metrics .*NIC counters: $DEV po
 
 lbl="{ceph_daemon=\"admin\",device=\"$DEV\",port=\"1\"}"
 scrape "$out/metrics-before.txt"
-files=$(value "$out/metrics-before.txt" "ceph_rdma_port_counter_files$lbl")
+files=$(value "$out/metrics-before.txt" "ceph_rdma_port_sysfs_files$lbl")
 [ -n "$files" ] && [ "$files" -gt 0 ] || fail "no sysfs counter files of $DEV port 1 in the scrape (got '$files')"
 [ "$(value "$out/metrics-before.txt" "ceph_rdma_port_state$lbl")" = 4 ] || fail "$DEV port 1 is not ACTIVE (4) in the scrape"
 sent0=$(value "$out/metrics-before.txt" "ceph_rdma_hw_sent_pkts_total$lbl")

@@ -239,13 +239,13 @@ TEST(MetricsExposition, NicPortAndHardwareCountersOfTheDevicesInUse) {
   EXPECT_TRUE(has_line(t, "ceph_rdma_hw_out_of_buffer_total" + m + " 17")) << t;
   EXPECT_EQ(t.find("lifespan"), std::string::npos) << t;  // a setting, not a counter
   EXPECT_TRUE(has_line(t, "ceph_rdma_port_state" + m + " 4")) << t;
-  EXPECT_TRUE(has_line(t, "ceph_rdma_port_counter_files" + m + " 20")) << t;
+  EXPECT_TRUE(has_line(t, "ceph_rdma_port_sysfs_files" + m + " 20")) << t;
   // rxe: hw_counters only; the same family holds both devices.
   EXPECT_TRUE(has_line(t, "ceph_rdma_hw_sent_pkts_total" + r + " 123")) << t;
   EXPECT_TRUE(has_line(t, "ceph_rdma_hw_link_downed_total" + r + " 0")) << t;
-  EXPECT_TRUE(has_line(t, "ceph_rdma_port_counter_files" + r + " 8")) << t;
+  EXPECT_TRUE(has_line(t, "ceph_rdma_port_sysfs_files" + r + " 8")) << t;
   // A device that is not there: said plainly, nothing else.
-  EXPECT_TRUE(has_line(t, "ceph_rdma_port_counter_files{ceph_daemon=\"osd.0\",device=\"gone0\",port=\"1\"} 0")) << t;
+  EXPECT_TRUE(has_line(t, "ceph_rdma_port_sysfs_files{ceph_daemon=\"osd.0\",device=\"gone0\",port=\"1\"} 0")) << t;
   EXPECT_EQ(t.find("device=\"gone0\",port=\"1\"} 4"), std::string::npos);
 }
 
