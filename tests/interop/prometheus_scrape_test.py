@@ -2,7 +2,7 @@
 """A real Prometheus server scrapes siphon-objd's /metrics endpoint
 (docs/observability.md, "Prometheus"; issue 17's acceptance):
 
-  prometheus_scrape_test.py SIPHON_OBJD SIPHON_BENCH OBJD_CONF INSTALL_DEPS
+  prometheus_scrape_test.py SIPHON_OBJD SIPHON_BENCH OBJD_CONF INSTALL_DEPS DASHBOARD
 
 1. siphon-objd starts with siphon_metrics_endpoint = 127.0.0.1:0 and says
    where it listens; siphon-bench objd moves its messenger counters.
@@ -15,6 +15,9 @@
    and a messenger counter back through the HTTP query API, and the value
    must be the one the endpoint serves (the daemon is idle by then) and at
    least the number of messages the bench sent.
+4. Every query of the Grafana dashboard (tools/grafana) is valid PromQL for
+   that server, and the messenger panels' queries return this daemon's data
+   (the RDMA and NIC panels are empty on this TCP daemon).
 
 Needs Debian's prometheus (SIPHON_DEPS=interop tools/dev/install-deps.sh);
 installs it when missing, as ceph-mon-fixture installs ceph-mon. Exit 0 pass,
@@ -30,9 +33,10 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import urllib.error
 import urllib.request
 
-objd, bench, conf, install_deps = sys.argv[1:5]
+objd, bench, conf, install_deps, dashboard = sys.argv[1:6]
 tmp = tempfile.mkdtemp(prefix="siphon-prom-test.")
 procs = []
 MSGR = re.compile(r'^(ceph_AsyncMessenger_Worker(?:_[0-9]+)?_msgr_recv_messages)(\{[^}]*\}) (\S+)$')
@@ -175,6 +179,24 @@ def main():
     if stored != served:
         fail(f"Prometheus holds msgr_recv_messages {stored}, the endpoint served {served}")
     print(f"prometheus: {q} = {stored:.0f} (the endpoint's value)")
+
+    # 4. The dashboard's queries against this server.
+    d = json.load(open(dashboard))
+    exprs = [(p["title"], t["expr"]) for p in d["panels"] for t in p.get("targets", [])]
+    with_data = 0
+    for title, e in exprs:
+        e = e.replace("$__rate_interval", "1m").replace("$daemon", ".*").replace("$device", ".*")
+        try:
+            _, body = get(f"http://127.0.0.1:{web}/api/v1/query?" + urllib.parse.urlencode({"query": e}))
+        except urllib.error.HTTPError as err:
+            fail(f"dashboard panel '{title}': Prometheus refused {e}: {err.read().decode()[:300]}")
+        r = json.loads(body)
+        if r.get("status") != "success":
+            fail(f"dashboard panel '{title}': {e}: {r}")
+        if title.startswith(("Messages/s", "Bytes/s")) and not r["data"]["result"]:
+            fail(f"dashboard panel '{title}' shows no data for this daemon: {e}")
+        with_data += bool(r["data"]["result"])
+    print(f"dashboard: {len(exprs)} queries valid, {with_data} with data on this TCP daemon")
     print("passed")
 
 
