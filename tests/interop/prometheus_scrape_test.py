@@ -9,7 +9,8 @@
 2. `promtool check metrics` on the endpoint's output: no error (exit 1 is a
    failure). Its lint findings (exit 3) may only be the ones Ceph's own
    names cause, which the endpoint keeps on purpose so Ceph dashboards work:
-   counters without _total, _sum/_count outside summaries.
+   counters without _total, _sum/_count outside summaries, camelCase
+   (AsyncMessenger, Siphon_RDMAWorker).
 3. Debian's `prometheus` starts on 127.0.0.1 with a temporary config
    scraping the endpoint every second; the test reads the target's health
    and a messenger counter back through the HTTP query API, and the value
@@ -42,6 +43,7 @@ procs = []
 MSGR = re.compile(r'^(ceph_AsyncMessenger_Worker(?:_[0-9]+)?_msgr_recv_messages)(\{[^}]*\}) (\S+)$')
 # promtool's lint messages that Ceph's names cause (reference §4.1).
 CEPH_NAMING_LINTS = ('counter metrics should have "_total" suffix',
+                     "metric names should be written in 'snake_case' not 'camelCase'",
                      'non-histogram and non-summary metrics should not have "_sum" suffix',
                      'non-histogram and non-summary metrics should not have "_count" suffix')
 
