@@ -18,14 +18,24 @@ std::vector<metrics::NicPort> nic_ports_in_use(const Config& cfg, const std::str
   return {metrics::NicPort{*dev, static_cast<unsigned>(cfg.get<Opt::ms_async_rdma_port_num>())}};
 }
 
+metrics::NicReader sysfs_nic_reader(const std::string& sysfs_root) {
+  return [sysfs_root](const metrics::NicPort& p) {
+    metrics::NicReading r;
+    r.state = rdma::sysfs::read_port_state(sysfs_root, p.device, p.port);
+    for (auto& c : rdma::sysfs::read_port_counters(sysfs_root, p.device, p.port))
+      r.counters.push_back({std::move(c.group), std::move(c.name), c.value});
+    return r;
+  };
+}
+
 metrics::ExpositionOptions exposition_options(const Config& cfg, const std::string& sysfs_root,
                                               const MsType* stack) {
   metrics::ExpositionOptions o;
   o.daemon = metrics::daemon_label(cfg.name().to_string());
   o.prio_limit = static_cast<int>(cfg.get<Opt::siphon_metrics_prio_limit>());
   o.msgr_prio_limit = static_cast<int>(cfg.get<Opt::siphon_metrics_msgr_prio_limit>());
-  o.sysfs_root = sysfs_root;
   o.nic_ports = nic_ports_in_use(cfg, sysfs_root, stack);
+  o.nic_reader = sysfs_nic_reader(sysfs_root);
   return o;
 }
 

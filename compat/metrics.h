@@ -24,6 +24,11 @@ namespace siphon::compat {
 std::vector<metrics::NicPort> nic_ports_in_use(const Config& cfg, const std::string& sysfs_root = "/sys",
                                                const MsType* stack = nullptr);
 
+// The NIC reader over <sysfs_root> with the shared sysfs reader
+// (rdma/provider/sysfs.h): each scrape reads the port's counters/,
+// hw_counters/ and state.
+metrics::NicReader sysfs_nic_reader(const std::string& sysfs_root = "/sys");
+
 // The exposition options the configuration gives (daemon label from the
 // entity name, the two priority limits, the NIC ports).
 metrics::ExpositionOptions exposition_options(const Config& cfg, const std::string& sysfs_root = "/sys",

@@ -12,8 +12,6 @@
 #include <set>
 #include <utility>
 
-#include "rdma/provider/sysfs.h"
-
 namespace siphon::metrics {
 namespace {
 
@@ -94,26 +92,19 @@ void add_counter(Families& fams, const perf::Logger& l, const perf::CounterInfo&
 // words and are shown in bytes) and ceph_rdma_hw_<file>_total (hw_counters/,
 // the driver's).
 void add_nic(Families& fams, const ExpositionOptions& o) {
-  namespace sysfs = rdma::sysfs;
+  if (!o.nic_reader) return;
   for (const auto& p : o.nic_ports) {
     const std::string lt =
         labels_text({{"ceph_daemon", o.daemon}, {"device", p.device}, {"port", std::to_string(p.port)}});
-    const auto counters = sysfs::read_port_counters(o.sysfs_root, p.device, p.port);
+    const NicReading r = o.nic_reader(p);
     fams.add("ceph_rdma_port_sysfs_files", "gauge",
              "Counter files read from the port's sysfs counters/ and hw_counters/ (0: the device or port is "
              "not there)",
-             lt, fmt::format("{}", counters.size()));
-    const std::string dir = o.sysfs_root + "/class/infiniband/" + p.device + "/ports/" + std::to_string(p.port);
-    if (const auto state = sysfs::read_text(dir + "/state")) {
-      unsigned s = 0;
-      for (char c : *state) {
-        if (!std::isdigit(static_cast<unsigned char>(c))) break;
-        s = s * 10 + static_cast<unsigned>(c - '0');
-      }
+             lt, fmt::format("{}", r.counters.size()));
+    if (r.state)
       fams.add("ceph_rdma_port_state", "gauge", "The port's state (sysfs state: 4 = ACTIVE)", lt,
-               fmt::format("{}", s));
-    }
-    for (const auto& c : counters) {
+               fmt::format("{}", *r.state));
+    for (const auto& c : r.counters) {
       if (c.group == "counters") {
         // port_xmit_packets -> ceph_rdma_port_xmit_packets_total.
         const std::string base =
@@ -123,8 +114,8 @@ void add_nic(Families& fams, const ExpositionOptions& o) {
                    fmt::format("sysfs counters/{} in bytes (the file counts 4-byte words)", c.name), lt,
                    fmt::format("{}", c.value * 4));
         } else {
-          fams.add(base + "_total", "counter",
-                   fmt::format("sysfs counters/{}", c.name), lt, fmt::format("{}", c.value));
+          fams.add(base + "_total", "counter", fmt::format("sysfs counters/{}", c.name), lt,
+                   fmt::format("{}", c.value));
         }
       } else if (c.name != "lifespan") {  // mlx5's refresh interval in ms, not a counter
         fams.add("ceph_rdma_hw_" + promethize(c.name) + "_total", "counter",

@@ -7,6 +7,9 @@
 // as both of Ceph's exporters leave them out.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +24,20 @@ struct NicPort {
   unsigned port = 1;
 };
 
+// What one port's counters read as: the NIC reader is given by the caller
+// (compat wires the shared sysfs reader, rdma/provider/sysfs.h, which
+// siphon-doctor uses too; msgr/ does not include rdma/).
+struct NicCounter {
+  std::string group;  // "counters" (the IB port counters) or "hw_counters" (the driver's)
+  std::string name;   // the sysfs file name
+  std::uint64_t value = 0;
+};
+struct NicReading {
+  std::optional<unsigned> state;  // the port's state number (4 = ACTIVE); nullopt = unknown
+  std::vector<NicCounter> counters;
+};
+using NicReader = std::function<NicReading(const NicPort&)>;
+
 struct ExpositionOptions {
   // The ceph_daemon label's value (see daemon_label()).
   std::string daemon;
@@ -31,9 +48,10 @@ struct ExpositionOptions {
   // this limit: Ceph gives its messenger counters priority 0, so at Ceph's
   // default no messenger counter would ever be exported.
   int msgr_prio_limit = perf::kDebugOnly;
-  // Where the NIC counters are read (a captured tree in tests).
-  std::string sysfs_root = "/sys";
+  // The NIC ports whose counters each scrape reads, and the reader (none:
+  // no NIC part).
   std::vector<NicPort> nic_ports;
+  NicReader nic_reader;
 };
 
 // Ceph's promethize(): `.`, `/`, whitespace and `::` become `_`, `+` becomes

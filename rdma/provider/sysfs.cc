@@ -53,11 +53,23 @@ std::optional<std::string> device_in_use(const std::string& root, std::string_vi
   return choose_device(configured, names);
 }
 
+namespace {
+// A device name from the configuration must not walk out of the tree.
+bool safe_name(const std::string& device) {
+  return !device.empty() && device.find('/') == std::string::npos && device != "." && device != "..";
+}
+}  // namespace
+
+std::optional<unsigned> read_port_state(const std::string& root, const std::string& device, unsigned port) {
+  if (!safe_name(device)) return std::nullopt;
+  return read_number<unsigned>(fs::path(root) / "class" / "infiniband" / device / "ports" / std::to_string(port) /
+                               "state");
+}
+
 std::vector<PortCounter> read_port_counters(const std::string& root, const std::string& device,
                                             unsigned port) {
   std::vector<PortCounter> out;
-  // A device name from the configuration must not walk out of the tree.
-  if (device.empty() || device.find('/') != std::string::npos || device == "." || device == "..") return out;
+  if (!safe_name(device)) return out;
   const fs::path dir = fs::path(root) / "class" / "infiniband" / device / "ports" / std::to_string(port);
   for (const char* group : {"counters", "hw_counters"}) {
     for (const auto& name : entries(dir / group)) {

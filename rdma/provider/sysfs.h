@@ -66,4 +66,8 @@ struct PortCounter {
 std::vector<PortCounter> read_port_counters(const std::string& root, const std::string& device,
                                             unsigned port);
 
+// The leading number of <root>/class/infiniband/<device>/ports/<port>/state
+// ("4: ACTIVE" -> 4); nullopt when it cannot be read.
+std::optional<unsigned> read_port_state(const std::string& root, const std::string& device, unsigned port);
+
 }  // namespace siphon::rdma::sysfs

@@ -33,9 +33,9 @@ LAYERS = {
     "siphon_rdma_verbs": (["rdma/verbs"], ["siphon_rdma_provider"]),
     "siphon_rdma_soft": (["rdma/soft"], ["siphon_rdma_provider"]),
     "siphon_rdma_transport": (["rdma/transport"], ["siphon_rdma_provider", "siphon_transport"]),
-    # The Prometheus endpoint: the perf counters' exposition and the NIC's
-    # sysfs counters (the provider seam's shared sysfs reader).
-    "siphon_metrics": (["msgr/metrics"], ["siphon_perf", "siphon_rdma_provider"]),
+    # The Prometheus endpoint: the perf counters' exposition and its HTTP
+    # server (the NIC counters come through a reader compat wires).
+    "siphon_metrics": (["msgr/metrics"], ["siphon_perf"]),
     "siphon_compat": (["compat"], ["siphon_api", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft", "siphon_metrics"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),

@@ -91,6 +91,14 @@ TEST(MetricsConfig, NicPortsFollowTheStacksDeviceRule) {
   const metrics::ExpositionOptions o = exposition_options(load("", d, "client.admin"), kSys, &r);
   EXPECT_EQ(o.daemon, "admin");
   EXPECT_EQ(o.nic_ports.size(), 1u);
+  // The wiring end to end: the options a daemon gets read the device's sysfs counters.
+  const metrics::ExpositionOptions rx =
+      exposition_options(load("[global]\nms_type = async+rdma\nms_async_rdma_device_name = rxe0\n", d), kSys);
+  const std::string t = metrics::render(perf::Collection{}, rx);
+  EXPECT_NE(t.find("\nceph_rdma_hw_sent_pkts_total{ceph_daemon=\"osd.3\",device=\"rxe0\",port=\"1\"} 123\n"),
+            std::string::npos) << t;
+  EXPECT_NE(t.find("\nceph_rdma_port_state{ceph_daemon=\"osd.3\",device=\"rxe0\",port=\"1\"} 4\n"),
+            std::string::npos) << t;
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // The Prometheus exposition (msgr/metrics/exposition.h) of a Collection
 // built here with each counter type, Ceph's naming rules, the priority
 // limits, escaping, one family per name, and the NIC counters read from a
-// captured sysfs tree (fixtures/sys) with the shared sysfs reader.
+// captured sysfs tree (fixtures/sys) with the shared sysfs reader, through
+// the reader compat hands a daemon's endpoint.
 #include "msgr/metrics/exposition.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <set>
 #include <sstream>
 
+#include "compat/metrics.h"
 #include "rdma/provider/sysfs.h"
 
 namespace siphon::metrics {
@@ -212,13 +214,16 @@ TEST(MetricsSysfs, TheSharedReaderListsDevicesAndPortCounters) {
   EXPECT_TRUE(rdma::sysfs::read_port_counters(kSys, "mlx5_0", 2).empty());
   EXPECT_TRUE(rdma::sysfs::read_port_counters(kSys, "../infiniband/mlx5_0", 1).empty());
   EXPECT_TRUE(rdma::sysfs::read_port_counters(kSys, "..", 1).empty());
+  EXPECT_EQ(rdma::sysfs::read_port_state(kSys, "mlx5_0", 1), 4u);
+  EXPECT_EQ(rdma::sysfs::read_port_state(kSys, "mlx5_0", 2), std::nullopt);
+  EXPECT_EQ(rdma::sysfs::read_port_state(kSys, "../infiniband/mlx5_0", 1), std::nullopt);
 }
 
 TEST(MetricsExposition, NicPortAndHardwareCountersOfTheDevicesInUse) {
   perf::Collection c;
   ExpositionOptions o;
   o.daemon = "osd.0";
-  o.sysfs_root = kSys;
+  o.nic_reader = compat::sysfs_nic_reader(kSys);  // what a daemon gets
   o.nic_ports = {{"mlx5_0", 1}, {"rxe0", 1}, {"gone0", 1}};
   const std::string t = render(c, o);
   expect_well_formed(t);
