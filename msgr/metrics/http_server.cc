@@ -174,23 +174,23 @@ struct MetricsServer::Impl::Conn : std::enable_shared_from_this<Conn> {
       srv.count(&ServerStats::rejected);
       return reply(404, "Not Found", "not found: the metrics are at /metrics\n", head_only);
     }
-    std::string body;
+    std::string text;
     try {
-      body = srv.body();
+      text = srv.body();
     } catch (const std::exception& e) {
       srv.count(&ServerStats::rejected);
       return reply(500, "Internal Server Error", fmt::format("collecting the metrics failed: {}\n", e.what()),
                    head_only);
     }
     srv.count(&ServerStats::served);
-    reply(200, "OK", body, head_only, {}, "text/plain; version=0.0.4; charset=utf-8");
+    reply(200, "OK", text, head_only, {}, "text/plain; version=0.0.4; charset=utf-8");
   }
 
-  void reply(int code, std::string_view reason, std::string_view body, bool head_only, std::string_view extra = {},
-             std::string_view type = "text/plain; charset=utf-8") {
+  void reply(int code, std::string_view reason, std::string_view content, bool head_only,
+             std::string_view extra = {}, std::string_view type = "text/plain; charset=utf-8") {
     out = fmt::format("HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
-                      code, reason, type, body.size(), extra);
-    if (!head_only) out += body;
+                      code, reason, type, content.size(), extra);
+    if (!head_only) out += content;
     phase = Phase::writing;
     arm(srv.limits.response_timeout);
     if (!read_pending && !input_closed) read();  // keep taking (and dropping) input
