@@ -11,6 +11,7 @@
 
 #include "compat/conf_file.h"
 #include "compat/ms_type.h"
+#include "msgr/metrics/http_server.h"
 #include "rdma/transport/options.h"
 
 namespace siphon::compat {
@@ -221,6 +222,8 @@ bool run_check(OptionCheck check, std::string_view text, std::string& error) {
       if (text == "ib" || text == "iwarp") return true;
       error = rdma_type_error(text);
       return false;
+    case OptionCheck::metrics_endpoint:
+      return text.empty() || metrics::parse_endpoint(text, error).has_value();
   }
   return true;
 }
@@ -402,6 +405,7 @@ std::string accepted_values(Opt o) {
     case OptionCheck::debug_level_or_empty: out = "empty, or N or N/M, 0..99"; break;
     case OptionCheck::gid: out = "empty, or a GID as an IPv6 address"; break;
     case OptionCheck::entity_types: out = "a list of mon, osd, mds, mgr, client"; break;
+    case OptionCheck::metrics_endpoint: out = "empty (off), or IP:PORT, e.g. 0.0.0.0:9926 or [::1]:9926"; break;
     case OptionCheck::rdma_type:
     case OptionCheck::none:
     case OptionCheck::never_dies:

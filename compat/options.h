@@ -43,6 +43,7 @@ enum class OptionCheck : unsigned char {
   never_dies,        // a Ceph ms_die_on_* option: true gets a warning
   no_effect,         // not implemented: a value other than the default gets a warning (the note says why)
   rdma_cm,           // ms_async_rdma_cm: false set explicitly gets a warning
+  metrics_endpoint,  // empty, or IP:PORT (msgr/metrics parse_endpoint)
 };
 
 std::string_view to_string(OptionType t) noexcept;

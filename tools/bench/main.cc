@@ -14,6 +14,7 @@
 
 #include "compat/config.h"
 #include "compat/factory.h"
+#include "compat/metrics.h"
 #include "msgr/base/log.h"
 #include "tools/bench/cli.h"
 #include "tools/bench/engine.h"
@@ -223,6 +224,15 @@ int run(int argc, char** argv) {
     return any ? code : 1;
   }
 
+  // `siphon-bench server` serves /metrics when siphon_metrics_endpoint is
+  // set (the NIC counters of the stack it really runs); a failure to listen
+  // is reported and the server runs without it.
+  std::unique_ptr<metrics::MetricsServer> metrics_endpoint;
+  if (a.mode == Mode::server) {
+    std::string message;
+    metrics_endpoint = compat::start_metrics_endpoint(cfg, message, &setup.ms_type);
+    if (!message.empty() && (!a.quiet || !metrics_endpoint)) fmt::print(stderr, "siphon-bench: {}\n", message);
+  }
   RunOutcome out;
   switch (a.mode) {
     case Mode::loopback: out = run_loopback(setup); break;

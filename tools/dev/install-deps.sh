@@ -16,7 +16,7 @@ pkgs=(
 # Optional groups, selected by the caller: SIPHON_DEPS="interop rxe bench".
 for group in ${SIPHON_DEPS:-}; do
   case "$group" in
-    interop) pkgs+=(ceph-mon ceph-common ceph-osd) ;;
+    interop) pkgs+=(ceph-mon ceph-common ceph-osd prometheus) ;;
     rxe)     pkgs+=(qemu-system-x86 busybox-static kmod cpio ibverbs-utils rdmacm-utils tshark) ;;
     bench)   pkgs+=(iperf3 sockperf ucx-utils) ;;
     *) echo "install-deps: unknown group '$group' (known: interop rxe bench)" >&2; exit 2 ;;

@@ -13,51 +13,19 @@
 #include <fstream>
 #include <sstream>
 
+#include "rdma/provider/sysfs.h"
+
 namespace siphon::doctor {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> read_text(const fs::path& p) {
-  std::ifstream in(p);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  std::string s = ss.str();
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-  return s;
-}
-
-template <typename T>
-std::optional<T> read_number(const fs::path& p) {
-  const auto t = read_text(p);
-  if (!t) return std::nullopt;
-  T v{};
-  const auto [end, ec] = std::from_chars(t->data(), t->data() + t->size(), v);
-  if (ec != std::errc() || end == t->data()) return std::nullopt;
-  return v;
-}
-
-std::vector<std::string> entries(const fs::path& dir) {
-  std::vector<std::string> out;
-  std::error_code ec;
-  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec))
-    out.push_back(it->path().filename().string());
-  std::sort(out.begin(), out.end(), [](const std::string& a, const std::string& b) {
-    // Numeric order for "0".."1023", name order otherwise.
-    if (!a.empty() && !b.empty() && std::isdigit(static_cast<unsigned char>(a[0])) &&
-        std::isdigit(static_cast<unsigned char>(b[0])) && a.size() != b.size())
-      return a.size() < b.size();
-    return a < b;
-  });
-  return out;
-}
-
-bool present(const fs::path& p) {
-  std::error_code ec;
-  return fs::exists(fs::symlink_status(p, ec)) && !ec;
-}
+// The file primitives are the shared sysfs reader's (rdma/provider/sysfs.h),
+// which the Prometheus endpoint's NIC counters use too.
+using rdma::sysfs::entries;
+using rdma::sysfs::present;
+using rdma::sysfs::read_number;
+using rdma::sysfs::read_text;
 
 // "4: ACTIVE" -> 4.
 int leading_number(const std::string& s) {
@@ -283,7 +251,7 @@ Facts read_facts(const Roots& roots) {
   std::map<std::string, std::string> uverbs;  // ibdev -> uverbsN
   for (const auto& u : entries(sys / "class" / "infiniband_verbs"))
     if (const auto ib = read_text(sys / "class" / "infiniband_verbs" / u / "ibdev")) uverbs[*ib] = u;
-  for (const auto& name : entries(sys / "class" / "infiniband")) {
+  for (const auto& name : rdma::sysfs::list_devices(roots.sys)) {
     const fs::path dir = sys / "class" / "infiniband" / name;
     DeviceInfo d;
     d.name = name;

@@ -18,6 +18,7 @@
 #include "compat/admin.h"
 #include "compat/config.h"
 #include "compat/factory.h"
+#include "compat/metrics.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
 #include "tools/objd/proto.h"
@@ -214,6 +215,12 @@ int run(int argc, char** argv) {
   fmt::print("siphon-objd {}: public {} ({}, {}), cluster {} ({}, {}), store: {}\n", me, public_addr,
              types.public_type.to_string(), cfg.ms_type_choice().origin(), cluster_msgr->get_myaddrs().to_string(),
              types.cluster_type.to_string(), cfg.ms_type_choice(true).origin(), store->describe());
+  // The Prometheus endpoint (siphon_metrics_endpoint): a failure to listen
+  // is reported and the daemon keeps serving.
+  std::string metrics_message;
+  const auto metrics_endpoint = compat::start_metrics_endpoint(cfg, metrics_message);
+  if (!metrics_message.empty())
+    fmt::print(metrics_endpoint ? stdout : stderr, "siphon-objd {}: {}\n", me, metrics_message);
   std::fflush(stdout);
   int code = 0;
   if (!addr_file.empty() && !write_addr_file(addr_file, public_addr, error)) {
