@@ -54,6 +54,8 @@ struct Counters {
   std::atomic<std::uint64_t> session_migrations{0};
   std::atomic<std::uint64_t> connections_refused{0};
   std::atomic<std::uint64_t> send_queue_full{0};
+  std::atomic<std::uint64_t> auth_refused{0};
+  std::atomic<std::uint64_t> decrypt_errors{0};
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
@@ -69,6 +71,7 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   const std::uint32_t nonce;
   EntityName auth_name;
   session::ClientAuth client_auth;
+  session::ServerAuth server_auth;
   Policy default_policy = Policy::lossless_peer();
   std::map<std::uint8_t, Policy> policies;
   std::vector<Dispatcher*> dispatchers;

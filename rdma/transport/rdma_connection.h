@@ -39,6 +39,7 @@ class RdmaConnection final : public transport::Connection {
   }
   void pause_receive(bool paused) override;
   void close() override;
+  std::error_code start_secure(std::span<const std::uint8_t> connection_secret, std::string& why) override;
   transport::Worker& worker() noexcept override;
   const NetAddress& peer_address() const noexcept override { return peer_; }
   const NetAddress& local_address() const noexcept override { return local_; }
