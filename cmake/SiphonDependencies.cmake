@@ -31,6 +31,13 @@ macro(siphon_pkg target module package)
     siphon_missing("${module} (pkg-config)" "${package}")
   endif()
 endmacro()
+
+# JSON parsing (admin socket requests, tools, tests).
+find_package(nlohmann_json 3 CONFIG QUIET)
+if(NOT nlohmann_json_FOUND)
+  siphon_missing("nlohmann-json" "nlohmann-json3-dev")
+endif()
+
 # cephx and secure mode: AES-CBC, AES-GCM, HMAC-SHA256 (msgr/auth).
 find_package(OpenSSL 3 QUIET COMPONENTS Crypto)
 if(NOT OpenSSL_FOUND)

@@ -453,8 +453,10 @@ class Provider {
 };
 
 // The device ms_async_rdma_device_name selects among `listed` (a provider's
-// list_devices(), in its order): the named one, or the first when the name
-// is empty. nullopt when there is none (no device, or the named one absent).
+// list_devices(), in any order): the named one, or the one whose name sorts
+// first when the name is empty (Ceph takes ibv_get_device_list()'s first,
+// which follows sysfs readdir order; a sorted rule gives the same answer to
+// every caller and every boot). nullopt when there is none (no device, or the named one absent).
 // The one rule for every caller: the RDMA stack, the verbs provider's
 // open_device, and siphon-doctor over facts read from sysfs.
 std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed);

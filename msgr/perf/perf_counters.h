@@ -92,9 +92,9 @@ class Logger;
 class LoggerBuilder {
  public:
   LoggerBuilder(std::string name, int first, int last);
-  // Reef-style labels (e.g. {"id","0"}): `counter dump` groups loggers by name
-  // and lists each label set; `perf dump` shows name-with-labels as Ceph does
-  // for unlabeled loggers (the name given here must then be unique).
+  // Reef-style labels (e.g. {"id","0"}): `counter dump`/`counter schema` group
+  // loggers by name and list each label set; `perf dump`/`perf schema` show
+  // only unlabeled loggers, as Reef does.
   LoggerBuilder& labels(std::vector<std::pair<std::string, std::string>> l);
   // Many threads update this logger (fetch_add); default: one writer.
   LoggerBuilder& shared();
@@ -152,7 +152,11 @@ class Logger {
 
  private:
   friend class LoggerBuilder;
-  struct Impl;
+  friend class Collection;
+ public:
+  struct Impl;  // perf_internal.h
+
+ private:
   explicit Logger(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
@@ -189,6 +193,8 @@ class Collection {
   void visit(const DumpFilter& f, const Visitor& v) const;
 
  private:
+  std::vector<std::shared_ptr<Logger>> sorted() const;
+
   mutable std::mutex mu_;
   std::vector<std::shared_ptr<Logger>> loggers_;
 };

@@ -76,8 +76,11 @@ std::string_view to_string(CmEventType t) noexcept {
 
 std::optional<std::string> choose_device(std::string_view configured, std::span<const std::string> listed) {
   if (configured.empty()) {
+    // The smallest name, not the first listed: libibverbs lists devices in
+    // sysfs readdir order, which need not be stable, and siphon-doctor reads
+    // sysfs itself; both must land on the same device.
     if (listed.empty()) return std::nullopt;
-    return listed.front();
+    return *std::min_element(listed.begin(), listed.end());
   }
   if (std::find(listed.begin(), listed.end(), configured) == listed.end()) return std::nullopt;
   return std::string(configured);

@@ -28,7 +28,8 @@ void PoolBuffer::release(Segment* seg) noexcept {
   buf->pool_->put(buf, nullptr);
 }
 
-PoolCache::PoolCache(BufferPool& pool) : pool_(&pool) {
+PoolCache::PoolCache(BufferPool& pool, FlushRequest request_flush)
+    : pool_(&pool), request_flush_(std::move(request_flush)) {
   std::lock_guard lk(pool_->mu_);
   pool_->caches_.push_back(this);
 }
@@ -40,6 +41,8 @@ PoolCache::~PoolCache() {
   pool_->in_use_uncached_ += net_.load(std::memory_order_relaxed);
   std::erase(pool_->caches_, this);
 }
+
+void PoolCache::return_all() noexcept { pool_->flush(*this, 0); }
 
 BufferPool::BufferPool(PoolConfig config, Registrar& registrar)
     : config_(std::move(config)), registrar_(registrar) {
@@ -165,35 +168,53 @@ void BufferPool::grower_main() {
     // Added or not (at the cap, or registration failed), the waiters retry:
     // they see nullptr again and apply their backpressure.
     grow(lk);
-    Waiters w = take_waiters_locked();
+    Waiters w = take_waiters_locked(/*all=*/true);
     lk.unlock();
     wake(std::move(w));
     lk.lock();
   }
 }
 
-BufferPool::Waiters BufferPool::take_waiters_locked() noexcept {
+// The waiters the shared list can now serve (each wants `want` buffers;
+// over-waking is harmless: a waiter that still finds too few registers
+// again). `all`: every waiter (a slab was added or could not be: they
+// re-evaluate).
+BufferPool::Waiters BufferPool::take_waiters_locked(bool all) noexcept {
   if (waiters_.empty()) return {};
-  waiting_.store(false, std::memory_order_relaxed);
-  return std::exchange(waiters_, {});
+  Waiters out;
+  const std::size_t avail = free_.size();
+  std::erase_if(waiters_, [&](Waiter& w) {
+    if (!all && w.want > avail) return false;
+    out.push_back(std::move(w.wake));
+    return true;
+  });
+  waiting_.store(!waiters_.empty(), std::memory_order_relaxed);
+  return out;
 }
 
 void BufferPool::wake(Waiters&& w) noexcept {
   for (auto& f : w) f();
 }
 
-void BufferPool::notify_on_release(std::function<void()> wake_fn) {
+void BufferPool::notify_on_release(std::function<void()> wake_fn, std::size_t want) {
   {
     std::lock_guard lk(mu_);
     const bool can_grow = total_.load(std::memory_order_relaxed) + pending_ < config_.max_buffers;
-    if (free_.empty()) {
+    if (free_.size() < std::max<std::size_t>(want, 1)) {
       if (can_grow) request_growth_locked();
-      waiters_.push_back(std::move(wake_fn));
-      waiting_.store(true, std::memory_order_relaxed);
+      waiters_.push_back({std::max<std::size_t>(want, 1), std::move(wake_fn)});
+      // The first waiter: free buffers parked in the workers' caches come
+      // back (each owner flushes on its thread), and from now on cached puts
+      // take the shared list. A put that read `waiting_` false just before
+      // lands in its cache, and that cache's owner flushes after it.
+      if (!waiting_.exchange(true, std::memory_order_relaxed)) {
+        for (PoolCache* c : caches_)
+          if (c->request_flush_) c->request_flush_(*c);
+      }
       return;
     }
   }
-  wake_fn();  // a buffer is free already: retry now
+  wake_fn();  // enough buffers are free already: retry now
 }
 
 std::error_code BufferPool::prefill_slab() {

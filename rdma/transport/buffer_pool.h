@@ -78,13 +78,26 @@ using BufferSList = boost::intrusive::slist<PoolBuffer, boost::intrusive::consta
 // Padded by a cache line either side (not alignas: over-aligned new trips a
 // TSan allocator CHECK): the owner's writes never touch a line another
 // worker's cache is on.
+//
+// Free buffers parked in one worker's cache are invisible to another
+// worker's get(). When a caller starts waiting for a buffer
+// (notify_on_release), the pool calls every cache's `request_flush` (under
+// the pool's mutex: it must only post to the owner's event loop), and the
+// owner then calls return_all() on its own thread: parked buffers reach the
+// shared list and wake the waiter. Without it a transfer on one worker could
+// wait forever while enough buffers sat idle in another's cache (seen in the
+// two-host rxe tier as a zero-copy transfer stalled until its timeout).
 class PoolCache {
  public:
-  explicit PoolCache(BufferPool& pool);
+  using FlushRequest = std::function<void(PoolCache&)>;
+  explicit PoolCache(BufferPool& pool, FlushRequest request_flush = {});
   ~PoolCache();
   PoolCache(const PoolCache&) = delete;
   PoolCache& operator=(const PoolCache&) = delete;
   std::size_t size() const noexcept { return free_.size(); }
+  // Owner thread only: every parked buffer to the shared list, waking
+  // whoever waits for one.
+  void return_all() noexcept;
 
  private:
   friend class BufferPool;
@@ -95,6 +108,7 @@ class PoolCache {
   void count(std::int64_t d) noexcept { net_.store(net_.load(std::memory_order_relaxed) + d, std::memory_order_relaxed); }
   [[maybe_unused]] char pad_front_[64] = {};
   BufferPool* pool_;
+  FlushRequest request_flush_;
   BufferSList free_;
   std::atomic<std::int64_t> net_{0};
   [[maybe_unused]] char pad_back_[64] = {};
@@ -117,13 +131,17 @@ class BufferPool {
   // last_error()), or with Growth::background while a slab is being added.
   // With a cache, the fast path takes no lock and no shared atomic.
   PoolBuffer* get(PoolCache* cache = nullptr, Growth growth = Growth::inline_);
-  // Calls `wake` once, on whatever thread, as soon as a buffer is returned
-  // to the shared list or a slab is added -- or now, on this thread, if a
-  // buffer is free already or the pool can still grow (then a background
-  // growth is started). Call after get() returned nullptr; `wake` should
-  // post to the caller's event loop and retry there. Waiters still
+  // Calls `wake` once, on whatever thread, as soon as `want` buffers are on
+  // the shared list or a slab was added (or could not be) -- or now, on this
+  // thread, if that many are free already. Starts a background growth when
+  // the pool can still grow, and asks every cache's owner to return its
+  // parked buffers (PoolCache). Call after get() returned nullptr; `wake`
+  // should post to the caller's event loop and retry there. Waiters still
   // registered when the pool is destroyed are dropped uncalled.
-  void notify_on_release(std::function<void()> wake);
+  // `want`: how many buffers the caller needs at once (a transfer reserves
+  // all its chunks or none); it is woken when that many are on the shared
+  // list (or a slab was added), not by every single buffer.
+  void notify_on_release(std::function<void()> wake, std::size_t want = 1);
   // Registers the first slab now (inline, at stack start) if the pool has
   // none: the first SENDs of a stack never wait for the grower thread.
   // Returns the registration's error (the pool then grows on demand).
@@ -155,6 +173,10 @@ class BufferPool {
     RegionKeys keys{};
     std::vector<std::unique_ptr<PoolBuffer>> buffers;  // headers, stable addresses
   };
+  struct Waiter {
+    std::size_t want;
+    std::function<void()> wake;
+  };
   using Waiters = std::vector<std::function<void()>>;
   // Adds a slab: called with `lk` holding mu_, releases it while allocating
   // and registering, holds it again on return. False at the cap (counting
@@ -164,7 +186,7 @@ class BufferPool {
   void request_growth_locked();
   void grower_main();
   std::int64_t in_use_locked() const noexcept;
-  Waiters take_waiters_locked() noexcept;
+  Waiters take_waiters_locked(bool all = false) noexcept;
   static void wake(Waiters&& w) noexcept;
   void flush(PoolCache& cache, std::size_t keep) noexcept;
 
@@ -183,7 +205,7 @@ class BufferPool {
   std::size_t pending_ = 0;
   std::int64_t in_use_uncached_ = 0;
   std::vector<PoolCache*> caches_;
-  Waiters waiters_;
+  std::vector<Waiter> waiters_;
   std::atomic<bool> waiting_{false};  // waiters_ non-empty: cached puts take the locked path
   std::condition_variable grown_;     // a slab was added (inline growers wait on pending ones)
   // The grower thread (started on first use), under mu_.

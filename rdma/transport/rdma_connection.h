@@ -139,7 +139,8 @@ class RdmaConnection final : public transport::Connection {
   void schedule_retry();
   // A pool had no buffer: retry issue_reads() and pump() when one comes
   // back (BufferPool::notify_on_release), not on a timer. One wait per pool.
-  void wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending);
+  std::size_t chunks_needed(const InTransfer& t) const;
+  void wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending, std::size_t want = 1);
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
   WrCtx* new_ctx(WrCtx::Kind kind);
   void free_ctx(WrCtx* ctx) noexcept;

@@ -388,7 +388,7 @@ void RdmaConnection::maybe_writable() {
   if (handler_ != nullptr) handler_->on_writable();
 }
 
-void RdmaConnection::wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending) {
+void RdmaConnection::wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending, std::size_t want) {
   if (this->*pending) return;
   this->*pending = true;
   // Called on whatever thread returns a buffer (or now): back to our worker.
@@ -403,7 +403,7 @@ void RdmaConnection::wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pe
       self->issue_reads();
       self->pump();
     });
-  });
+  }, want);
 }
 
 void RdmaConnection::schedule_retry() {

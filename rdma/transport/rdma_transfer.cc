@@ -81,22 +81,32 @@ void RdmaConnection::add_binds(std::uint64_t id) {
 
 // ---------------------------------------------------------------- READs
 
+// Receive buffers a transfer needs (one per buffer_size chunk of each region).
+std::size_t RdmaConnection::chunks_needed(const InTransfer& t) const {
+  const std::uint64_t chunk = shared_.opts.buffer_size;
+  std::size_t n = 0;
+  for (const ReadDescriptor& r : t.regions) n += static_cast<std::size_t>((r.length + chunk - 1) / chunk);
+  return n;
+}
+
 // Every buffer of the transfer, or none. A transfer never holds part of the
 // receive pool while it waits for the rest, so transfers (on this and other
 // connections) cannot deadlock each other on the pool, and max_read (half
 // the pool) guarantees the reservation succeeds once the others are
 // delivered and their frames released.
 bool RdmaConnection::reserve_transfer(InTransfer& t) {
+  const std::size_t n = chunks_needed(t);
   const std::uint64_t chunk = shared_.opts.buffer_size;
-  std::size_t n = 0;
-  for (const ReadDescriptor& r : t.regions) n += static_cast<std::size_t>((r.length + chunk - 1) / chunk);
   t.chunks.reserve(n);
   for (const ReadDescriptor& r : t.regions)
     for (std::uint64_t off = 0; off < r.length; off += chunk) {
       PoolBuffer* buf = shared_.recv_pool->get(&worker_.recv_cache(), Growth::background);
       if (buf == nullptr) {
+        // Back to the shared list, where the wait below counts them (a
+        // worker's cache is invisible to notify_on_release).
         for (auto& [b, len] : t.chunks) shared_.recv_pool->put(b, &worker_.recv_cache());
         t.chunks.clear();
+        worker_.recv_cache().return_all();
         return false;
       }
       t.chunks.emplace_back(buf, static_cast<std::uint32_t>(std::min(chunk, r.length - off)));
@@ -113,7 +123,7 @@ void RdmaConnection::issue_reads() {
       flush_batch();
       // Buffers come back as delivered messages are released (or a slab is
       // added): woken then.
-      wait_for_buffers(*shared_.recv_pool, &RdmaConnection::recv_buffer_wait_);
+      wait_for_buffers(*shared_.recv_pool, &RdmaConnection::recv_buffer_wait_, chunks_needed(*t));
       return;
     }
     if (t->since == MonoClock::time_point{}) transfer_started(t->since);

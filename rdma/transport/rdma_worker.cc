@@ -44,8 +44,13 @@ RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared),
   // The SRQ's receives complete on this CQ too: reserved once, up front.
   cq_reserved_.store(shared_.srq_entries());
   cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(cq_->channel_fd()));
-  send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool);
-  recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool);
+  // When a connection anywhere waits for a buffer, the parked ones in this
+  // worker's caches go back to the pool, flushed here on the owner's thread
+  // (PoolCache). The caches die after the thread is joined, so a queued
+  // flush never outlives its cache.
+  const auto flush_here = [this](PoolCache& c) { boost::asio::post(io_, [&c] { c.return_all(); }); };
+  send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool, flush_here);
+  recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool, flush_here);
   if (shared_.srq_depth > 0) create_srq();
 }
 

@@ -16,6 +16,8 @@ import sys
 # layer -> (paths it owns, layers it may use directly). Order: bottom-up.
 LAYERS = {
     "siphon_base": (["msgr/base"], []),
+    # Perf counters (Ceph's model): any layer above base may register loggers.
+    "siphon_perf": (["msgr/perf"], ["siphon_base"]),
     "siphon_proto": (["msgr/proto"], ["siphon_base"]),
     "siphon_transport": (["msgr/transport"], ["siphon_proto", "siphon_auth"]),
     # The session layer is pure (events in, actions out): it needs the codec,

@@ -17,7 +17,7 @@ pkgs=(
 for group in ${SIPHON_DEPS:-}; do
   case "$group" in
     interop) pkgs+=(ceph-mon ceph-common ceph-osd) ;;
-    rxe)     pkgs+=(qemu-system-x86 busybox-static kmod cpio ibverbs-utils rdmacm-utils) ;;
+    rxe)     pkgs+=(qemu-system-x86 busybox-static kmod cpio ibverbs-utils rdmacm-utils tshark) ;;
     bench)   pkgs+=(iperf3 sockperf ucx-utils) ;;
     *) echo "install-deps: unknown group '$group' (known: interop rxe bench)" >&2; exit 2 ;;
   esac

@@ -113,7 +113,7 @@ Choice check_device(const Facts& f, const Settings& s, std::vector<Check>& out) 
   ch.device = f.device(*chosen);
   Check c = make("device", Status::ok,
                  fmt::format("{} will be used ({}; devices present: {})", *chosen,
-                             want.empty() ? "the first device: ms_async_rdma_device_name is empty"
+                             want.empty() ? "the first device by name: ms_async_rdma_device_name is empty"
                                           : "ms_async_rdma_device_name",
                              present));
   if (!ch.device->uverbs.empty()) c.evidence.push_back(fmt::format("verbs device {}", ch.device->uverbs));

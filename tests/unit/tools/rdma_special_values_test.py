@@ -7,7 +7,7 @@ The list is derived from the schema itself (siphon-conf --dump-schema-markdown,
 which docs/configuration.md must equal): every ms_async_rdma_* option whose
 description or note names a value with a meaning ("0 = never", "0 means a
 random seed", "0 uses the port's active MTU", "7 = without limit", "empty
-means the first device", ...). A new option documented that way is covered
+means the device whose name sorts first", ...). A new option documented that way is covered
 without touching this file.
 
 For each (option, value):

@@ -198,5 +198,68 @@ TEST(BufferPool, AWaiterIsWokenOnceWhenABufferComesBack) {
   EXPECT_EQ(pool.buffers_in_use(), 0u);
 }
 
+// Buffers parked in another worker's cache before anyone waited are
+// reclaimed when a waiter appears: the pool asks every cache's owner to
+// flush, and the flush wakes the waiter. (Without it the waiter slept until
+// some unrelated buffer came back: a zero-copy transfer stalled until its
+// timeout in the two-host rxe tier.)
+TEST(BufferPool, AWaiterReclaimsBuffersParkedInOtherCaches) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  std::vector<PoolCache*> flush_requests;
+  PoolCache mine(pool, [&](PoolCache& c) { flush_requests.push_back(&c); });
+  PoolCache other(pool, [&](PoolCache& c) { flush_requests.push_back(&c); });
+  ASSERT_EQ(pool.prefill_slab(), std::error_code{});
+  std::vector<PoolBuffer*> got;
+  while (PoolBuffer* b = pool.get(&other, Growth::background)) got.push_back(b);
+  ASSERT_EQ(got.size(), 4u);
+  // The other worker is done with them: with nobody waiting they stay in its
+  // cache, where this worker's get() cannot see them.
+  for (PoolBuffer* b : got) pool.put(b, &other);
+  EXPECT_EQ(other.size(), 4u);
+  EXPECT_EQ(pool.get(&mine, Growth::background), nullptr);
+  int wakes = 0;
+  pool.notify_on_release([&] { ++wakes; });
+  EXPECT_EQ(wakes, 0);
+  ASSERT_EQ(flush_requests.size(), 2u) << "every cache's owner is asked to flush";
+  // A second waiter does not ask again while the first still waits.
+  pool.notify_on_release([&] { ++wakes; });
+  EXPECT_EQ(flush_requests.size(), 2u);
+  // The owners run the flush on their threads (here: this one).
+  for (PoolCache* c : flush_requests) c->return_all();
+  EXPECT_EQ(wakes, 2) << "the parked buffers woke both waiters";
+  EXPECT_EQ(other.size(), 0u);
+  std::vector<PoolBuffer*> mine_got;
+  while (PoolBuffer* b = pool.get(&mine, Growth::background)) mine_got.push_back(b);
+  EXPECT_EQ(mine_got.size(), 4u) << "all four are usable by the waiting worker";
+  for (PoolBuffer* b : mine_got) pool.put(b, &mine);
+  EXPECT_EQ(pool.buffers_in_use(), 0u);
+}
+
+// A transfer reserves all its chunks or none: its wait ends when that many
+// are free, not at the first buffer (which would only make it spin).
+TEST(BufferPool, AWaiterForSeveralBuffersWakesWhenThatManyAreFree) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  PoolCache mine(pool);
+  ASSERT_EQ(pool.prefill_slab(), std::error_code{});
+  std::vector<PoolBuffer*> got;
+  while (PoolBuffer* b = pool.get(&mine, Growth::background)) got.push_back(b);
+  ASSERT_EQ(got.size(), 4u);
+  int wakes = 0;
+  pool.notify_on_release([&] { ++wakes; }, 3);
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  EXPECT_EQ(wakes, 0) << "two free, three wanted";
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  EXPECT_EQ(wakes, 1);
+  pool.notify_on_release([&] { ++wakes; }, 2);
+  EXPECT_EQ(wakes, 2) << "enough free already: at once";
+  for (PoolBuffer* b : got) pool.put(b, &mine);
+}
+
 }  // namespace
 }  // namespace siphon::rdma

@@ -113,6 +113,9 @@ TEST(DoctorSelection, TheProvidersDeviceChoice) {
   EXPECT_EQ(rdma::verbs::choose_device("mlx5_1", two), "mlx5_1");
   EXPECT_EQ(rdma::verbs::choose_device("mlx5_9", two), std::nullopt);
   EXPECT_EQ(rdma::verbs::choose_device("", {}), std::nullopt);
+  // The listing order does not matter: the name that sorts first wins.
+  const std::vector<std::string> unsorted = {"rxe1", "mlx5_1", "rxe0"};
+  EXPECT_EQ(rdma::verbs::choose_device("", unsorted), "mlx5_1");
 }
 
 TEST(DoctorReport, ExitStatusAndJson) {

@@ -1,0 +1,56 @@
+// Inside the perf counter library: a logger's storage. Not for users.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "msgr/perf/perf_counters.h"
+
+namespace siphon::perf::detail {
+
+// One counter's memory. `v` is the value, or an average's sum; `begun` and
+// `count` bracket an average's updates (a sequence lock).
+struct Slot {
+  std::atomic<std::uint64_t> v{0};
+  std::atomic<std::uint64_t> count{0};
+  std::atomic<std::uint64_t> begun{0};
+};
+static_assert(sizeof(Slot) == 24);
+// Slots either side of a logger's array (3 × 24 bytes ≥ one cache line), so
+// no two loggers' counters share a line; the same for histogram cells.
+inline constexpr std::size_t kPadSlots = 3;
+inline constexpr std::size_t kPadCells = 8;
+
+// What `perf reset` moved the zero to (readers subtract it).
+struct Baseline {
+  std::atomic<std::uint64_t> v{0};
+  std::atomic<std::uint64_t> count{0};
+};
+
+std::int32_t bucket_of(const HistogramAxis& a, std::int64_t v) noexcept;
+// A consistent (sum, count) of an average.
+std::pair<std::uint64_t, std::uint64_t> read_pair(const Slot& s) noexcept;
+
+}  // namespace siphon::perf::detail
+
+namespace siphon::perf {
+
+struct Logger::Impl {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> labels;
+  int first = 0, last = 0;
+  bool shared = false;
+  std::vector<CounterInfo> infos;  // [idx - first]
+  std::unique_ptr<detail::Slot[]> storage;  // kPadSlots + n + kPadSlots
+  std::unique_ptr<detail::Baseline[]> base;
+  std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> hist;       // padded cells, [x * ny + y]
+  std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> hist_base;  // unpadded
+
+  detail::Slot* slot(int idx) noexcept;
+};
+
+}  // namespace siphon::perf

@@ -1,0 +1,375 @@
+#!/usr/bin/env bash
+# pair_guest.sh — the guest half of the two-host rxe tier: runs in both
+# guests of tests/rxe/run-pair (SIPHON_RXE_ROLE a or b), the servers in a,
+# the clients in b, over async+rdma on each guest's rxe0 and the wire
+# between them. The halves meet through files in the shared results dir
+# ($SIPHON_RXE_OUT): a.ready, b.done, b.failed, a.failed.
+#
+#   pair_guest.sh wire SIPHON_BENCH SIPHON_OBJD PATH_MTU TOS [WITH_OBJD]
+#       a: siphon-bench server (echo and sink, one each) and siphon-objd;
+#       b: siphon-bench client echo and sink with --verify at 100 B, 4 KiB,
+#          96 KiB and 1 MiB, then (WITH_OBJD 1, the default) siphon-bench
+#          objd --verify. Every run must
+#          be clean (nothing lost/duplicated/reordered/corrupted), both sides
+#          use SENDs and RDMA READs, no RNR, no completion in error, and each
+#          process logs the path it applied (its GID, path MTU, TOS), which
+#          the host then holds the pcap against (pair_test.sh).
+#   pair_guest.sh partition SIPHON_BENCH SIPHON_OBJD
+#       a: two siphon-bench servers (lossless, lossy); b: a lossless and a
+#          lossy client at a fixed rate with --verify, while the host cuts the
+#          link for longer than the RC retry budget (b writes b.flowing when
+#          traffic flows; the host writes host.restored). Lossless: faults,
+#          reconnects, replays, --verify clean. Lossy: the reset is reported.
+#          Afterwards neither server process holds a QP, MR or rdma_cm id.
+set -euo pipefail
+
+[ "${SIPHON_RXE_GUEST:-}" = 1 ] && [ -n "${SIPHON_RXE_ROLE:-}" ] || {
+  echo "pair_guest.sh runs inside run-pair's guests: tests/rxe/run-pair -- $0 ..." >&2
+  exit 2
+}
+scenario=${1:?usage: pair_guest.sh wire|partition SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
+bench=${2:?siphon-bench path}
+objd=${3:?siphon-objd path}
+role=$SIPHON_RXE_ROLE
+ADDR=$SIPHON_RXE_ADDR
+PEER=$SIPHON_RXE_PEER_ADDR
+DEV=${SIPHON_RXE_DEV:-rxe0}
+out=$SIPHON_RXE_OUT
+work=$(mktemp -d)
+pids=()
+log() { echo "pair-$role: $*"; }
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+  rm -rf -- "$work"
+}
+trap cleanup EXIT
+# The stacks of every Siphon process this half started that still runs (gdb,
+# bounded), for a failure that is a hang: $out/<role>-stacks-<pid>.txt.
+dump_stacks() {
+  local p
+  command -v gdb >/dev/null || return 0
+  for p in "${pids[@]}"; do
+    kill -0 "$p" 2>/dev/null || continue
+    timeout 90 gdb -batch -p "$p" -ex "thread apply all bt" >"$out/$role-stacks-$p.txt" 2>&1 || true
+    log "stacks of pid $p ($(tr '\0' ' ' </proc/"$p"/cmdline 2>/dev/null | cut -c1-80)) in $role-stacks-$p.txt"
+  done
+}
+fail() {
+  log "FAILED: $*"
+  echo "$*" >"$out/$role.failed"
+  dump_stacks
+  local f
+  for f in "$out"/"$role"-*.err; do
+    [ -s "$f" ] || continue
+    echo "---- $(basename "$f") (last 20 lines) ----"
+    tail -n 20 "$f"
+  done
+  exit 1
+}
+# wait_for FILE SECONDS WHAT: the other half's signal; its failure ends ours.
+wait_for() {
+  local i other=b
+  [ "$role" = b ] && other=a
+  for i in $(seq 1 $(($2 * 5))); do
+    [ -e "$1" ] && return 0
+    [ -e "$out/$other.failed" ] && fail "guest $other failed: $(cat "$out/$other.failed")"
+    sleep 0.2
+  done
+  fail "no $3 within $2 s ($(basename "$1"))"
+}
+# stop_wait PID WHAT: SIGTERM, then at most 60 s for a clean exit (status
+# 0); a process that does not exit fails the test with its stacks.
+stop_wait() {
+  local i st=0
+  kill -TERM "$1" 2>/dev/null || true
+  for i in $(seq 1 300); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.2
+  done
+  kill -0 "$1" 2>/dev/null && fail "$2 did not exit within 60 s of SIGTERM (hung in shutdown)"
+  wait "$1" || st=$?
+  [ "$st" -eq 0 ] || fail "$2 exited with status $st after SIGTERM"
+}
+# JSON checks in bash (python3 starts slowly in the guest; see bench_rdma.sh).
+num() {
+  local v
+  v=$(grep -o "\"$2\":[0-9]*" "$1" | head -n1 | cut -d: -f2)
+  [ -n "$v" ] || fail "$(basename "$1"): no \"$2\" in the JSON"
+  echo "$v"
+}
+expect() {
+  local v
+  v=$(num "$1" "$2")
+  [ "$v" "$3" "$4" ] || fail "$(basename "$1"): $2 = $v, expected $3 $4 ($5)"
+}
+# The line the verbs provider logs (debug_ms_rdma = 1) with the path its
+# rdma_cm connections use: device, port, GID, path MTU, SL, traffic class.
+applied_line() { grep -ho 'rdma_cm connections use .*' "$@" | head -n1; }
+
+if [ "$role" = a ]; then rm -f -- "$out"/*.ready "$out"/*.done "$out"/*.failed "$out"/*.flowing "$out"/host.* \
+  "$out"/[ab]-* "$out"/*.addr 2>/dev/null || true; fi
+
+conf() {  # FILE [extra lines]
+  local f=$1
+  shift
+  {
+    echo "[global]"
+    echo "ms_type = async+rdma"
+    echo "ms_async_rdma_device_name = $DEV"
+    echo "ms_async_op_threads = 2"
+    echo "ms_async_rdma_polling_us = ${SIPHON_PAIR_POLLING_US:-100}"
+    echo "ms_initial_backoff = 0.05"
+    echo "ms_max_backoff = 0.5"
+    echo "debug_ms_rdma = 1"
+    printf '%s\n' "$@"
+  } >"$f"
+}
+
+start_bg() {  # NAME READY_REGEX CMD...: start, wait (60 s) for READY_REGEX on stderr/stdout
+  local name=$1 re=$2 i
+  shift 2
+  (cd "$work" && exec "$@") >"$out/$role-$name.out" 2>"$out/$role-$name.err" &
+  local pid=$!
+  pids+=("$pid")
+  eval "pid_$name=$pid"
+  for i in $(seq 1 600); do
+    grep -qE "$re" "$out/$role-$name.err" "$out/$role-$name.out" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || fail "$name exited before it was ready"
+    sleep 0.1
+  done
+  fail "$name not ready within 60 s"
+}
+
+# ---------------------------------------------------------------- wire
+wire_a() {
+  start_bg echo "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6800" --once \
+    --duration 280 --json "$out/a-echo.json"
+  start_bg sink "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6801" --once \
+    --duration 280 --json "$out/a-sink.json"
+  cat >>"$work/objd.conf" <<EOF
+objd max object size = 1M
+[osd.0]
+public addr = v2:$ADDR:6810
+cluster addr = v2:$ADDR:6811
+EOF
+  if [ "$with_objd" = 1 ]; then
+    start_bg objd "siphon-objd osd" "$objd" -c "$work/objd.conf" -i 0 --addr-file "$out/objd.addr"
+    grep -q "(async+rdma)" "$out/a-objd.out" || fail "siphon-objd does not run async+rdma: $(cat "$out/a-objd.out")"
+  fi
+  touch "$out/a.ready"
+  log "servers up: echo :6800, sink :6801$([ "$with_objd" = 1 ] && echo ", siphon-objd $(cat "$out/objd.addr")")"
+  wait_for "$out/b.done" 280 "end of guest b's runs"
+  local k f
+  for k in echo sink; do
+    wait "$(eval echo "\$pid_$k")" || fail "the $k server exited with status $?"
+    f=$out/a-$k.json
+    expect "$f" faults -eq 0 "no connection fault on a clean wire"
+    expect "$f" tx_sends -gt 0 "SENDs"
+    expect "$f" rdma_reads -gt 0 "the server pulled large requests by RDMA READ"
+    expect "$f" rnr_events -eq 0 "no RNR"
+    expect "$f" wc_errors -eq 0 "no completion in error"
+  done
+  if [ "$with_objd" = 1 ]; then
+    stop_wait "$pid_objd" siphon-objd
+  fi
+  applied_line "$out"/a-*.err >"$out/a.applied" || fail "no 'rdma_cm connections use' line in a's logs"
+  log "applied: $(cat "$out/a.applied")"
+}
+
+wire_b() {
+  wait_for "$out/a.ready" 120 "servers in guest a"
+  local pat n=${SIPHON_PAIR_COUNT:-16} c k t0 st
+  local sizes=100:25,4K:25,96K:25,1M:25 common=(--count "$n" --verify --quiet --connect-timeout 60 --drain-timeout 120)
+  t0=$(now_ms)
+  # One after another by default. SIPHON_PAIR_CONCURRENT=1 runs the three
+  # side by side, which is quicker but reproduces a zero-copy stall that this
+  # tier found (docs/testing-rxe.md, "What the two-host tier found").
+  local bg=() pats=(echo sink)
+  [ "$with_objd" = 0 ] || pats+=(objd)
+  [ "${SIPHON_PAIR_CONCURRENT:-0}" = 1 ] && bg=(1)
+  run_client() {  # NAME ARGS...
+    local name=$1
+    shift
+    "$bench" "$@" --json "$out/b-$name.json" >"$out/b-$name.out" 2>"$out/b-$name.err" &
+    eval "p_$name=$!"
+    pids+=("$(eval echo "\$p_$name")")
+    [ ${#bg[@]} -gt 0 ] && return 0
+    local st=0 pid i
+    pid=$(eval echo "\$p_$name")
+    # A client that hangs (no timeout of its own fires) is a failure with
+    # its stacks, not a guest timeout.
+    for i in $(seq 1 $((${SIPHON_PAIR_CLIENT_LIMIT:-100} * 5))); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.2
+    done
+    kill -0 "$pid" 2>/dev/null && fail "the $name client still runs after ${SIPHON_PAIR_CLIENT_LIMIT:-100} s (hung)"
+    wait "$pid" || st=$?
+    [ "$st" -eq 0 ] || fail "the $name client exited with status $st"
+  }
+  run_client echo -c "$work/rdma.conf" client --target "$PEER:6800" --pattern echo --size-dist $sizes --inflight 8 "${common[@]}"
+  run_client sink -c "$work/rdma.conf" client --target "$PEER:6801" --pattern sink --size-dist $sizes --inflight 8 "${common[@]}"
+  [ "$with_objd" = 0 ] ||
+    run_client objd -c "$work/objd.conf" objd --target "$(cat "$out/objd.addr")" --size-dist $sizes --inflight 4 "${common[@]}"
+  if [ ${#bg[@]} -gt 0 ]; then
+    for pat in "${pats[@]}"; do
+      st=0
+      wait "$(eval echo "\$p_$pat")" || st=$?
+      [ "$st" -eq 0 ] || fail "the $pat client exited with status $st"
+    done
+  fi
+  for pat in "${pats[@]}"; do
+    c=$out/b-$pat.json
+    grep -q '"ms_type":"async+rdma"' "$c" || fail "the $pat client did not run async+rdma"
+    expect "$c" checked -eq "$n" "--verify checked every message"
+    for k in lost duplicated reordered corrupted; do expect "$c" $k -eq 0 "$pat --verify: nothing $k"; done
+    expect "$c" errors -eq 0 "no errors"
+    [ "$pat" = objd ] && continue   # objd's JSON has no stack counters of its own
+    # A clean wire: no connection fault at all (a stall that only the
+    # transfer timeout ends would show here, even when replay hides it).
+    expect "$c" faults -eq 0 "no connection fault on a clean wire"
+    expect "$c" tx_sends -gt 0 "SENDs"
+    expect "$c" zero_copy_transfers -gt 0 "96 KiB and 1 MiB went zero-copy (RDMA READ by the peer)"
+    expect "$c" rnr_events -eq 0 "no RNR"
+    expect "$c" wc_errors -eq 0 "no completion in error"
+  done
+  log "${pats[*]}: $n messages each of 100 B..1 MiB with guest a, --verify clean ($(( $(now_ms) - t0 )) ms)"
+  applied_line "$out"/b-*.err >"$out/b.applied" || fail "no 'rdma_cm connections use' line in b's logs"
+  log "applied: $(cat "$out/b.applied")"
+  touch "$out/b.done"
+}
+
+# ---------------------------------------------------------------- partition
+# Guest a: a lossless and a lossy server; they outlive b's clients so that
+# what the clients' departure leaves in the kernel can be counted.
+# rdma_res KIND PID: the kernel's RDMA resources (rdma res show qp|mr|cm_id) of PID.
+rdma_res() { timeout 20 rdma res show "$1" 2>/dev/null | grep -c " pid $2 " || true; }
+# rxe treats an RC retry count of 7 (ms_async_rdma_retry_count's default) as
+# "retry forever": a cut link then never faults a connection, the QPs just
+# retransmit until it is back (docs/testing-rxe.md, "A partition"). 6 is the
+# largest count that gives up; both ends set it (each side's own QP retries).
+retry_conf() { echo "ms_async_rdma_retry_count = ${SIPHON_PAIR_RETRY_COUNT:-6}"; }
+partition_a() {
+  conf "$work/rdma.conf" "$(retry_conf)"
+  start_bg lossless "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6820" \
+    --duration 280 --json "$out/a-lossless.json"
+  start_bg lossy "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6821" --policy lossy \
+    --duration 280 --json "$out/a-lossy.json"
+  local k p
+  for k in lossless lossy; do
+    p=$(eval echo "\$pid_$k")
+    echo "$(rdma_res mr "$p") $(rdma_res cm_id "$p")" >"$work/base-$k"
+  done
+  touch "$out/a.ready"
+  wait_for "$out/b.done" 280 "end of guest b's runs"
+  # Every connection the clients had must be gone from the servers, in the
+  # kernel too: no QP left, MRs and rdma_cm ids back at the listening baseline.
+  local i qp mr cm base
+  for k in lossless lossy; do
+    p=$(eval echo "\$pid_$k")
+    read -r base_mr base_cm <"$work/base-$k"
+    for i in $(seq 1 100); do
+      qp=$(rdma_res qp "$p"); mr=$(rdma_res mr "$p"); cm=$(rdma_res cm_id "$p")
+      [ "$qp" -eq 0 ] && [ "$mr" -le "$base_mr" ] && [ "$cm" -le "$base_cm" ] && break
+      sleep 0.2
+    done
+    [ "$qp" -eq 0 ] || fail "the $k server still holds $qp QP(s) after the client left: $(rdma res show qp | grep " pid $p ")"
+    [ "$mr" -le "$base_mr" ] || fail "the $k server holds $mr MRs after the client left, $base_mr before it came"
+    [ "$cm" -le "$base_cm" ] || fail "the $k server holds $cm rdma_cm ids after the client left, $base_cm before it came"
+    log "$k server after the client left: 0 QPs, $mr MRs (baseline $base_mr), $cm rdma_cm ids (baseline $base_cm)"
+    stop_wait "$p" "the $k server"
+  done
+}
+
+# Guest b: both clients at a fixed rate across the cut. A watcher notes, in
+# this guest's clock, when the host's cut and restore become visible (the
+# shared dir is polled every 0.1 s), to set against the clients' log times.
+partition_b() {
+  local cut_s=${4:-12}
+  conf "$work/rdma.conf" "debug_ms_session = 5" "$(retry_conf)"
+  wait_for "$out/a.ready" 120 "servers in guest a"
+  local n=${SIPHON_PAIR_PARTITION_COUNT:-120} rate=10 common
+  common=(--count "$n" --rate "$rate" --size-dist 100:50,32K:50 --verify --quiet --connect-timeout 60)
+  "$bench" -c "$work/rdma.conf" client --target "$PEER:6820" "${common[@]}" --drain-timeout 150 \
+    --json "$out/b-lossless.json" >"$out/b-lossless.out" 2>"$out/b-lossless.err" &
+  local p_lossless=$!
+  "$bench" -c "$work/rdma.conf" client --target "$PEER:6821" --policy lossy "${common[@]}" --drain-timeout 30 \
+    --json "$out/b-lossy.json" >"$out/b-lossy.out" 2>"$out/b-lossy.err" &
+  local p_lossy=$!
+  pids+=("$p_lossless" "$p_lossy")
+  # Traffic flows once both clients have an RDMA connection (their path line)
+  # and a couple of seconds went by.
+  local i
+  for i in $(seq 1 600); do
+    [ "$(cat "$out"/b-loss*.err 2>/dev/null | grep -c 'rdma_cm connections use')" -ge 2 ] && break
+    sleep 0.1
+  done
+  sleep 2
+  # This guest's clock, for the host to relate its own times to (pair_test.sh).
+  date +%s.%N >"$out/b.flowing"
+  log "traffic flowing; waiting for the host to cut the link for ${cut_s} s"
+  local cut_seen="" restored_seen=""
+  for i in $(seq 1 $(( (cut_s + 120) * 10 ))); do
+    [ -z "$cut_seen" ] && [ -e "$out/host.cut" ] && cut_seen=$(date -u +%FT%T.%6NZ)
+    [ -e "$out/host.restored" ] && { restored_seen=$(date -u +%FT%T.%6NZ); break; }
+    sleep 0.1
+  done
+  [ -n "$restored_seen" ] || fail "the host never cut and restored the link"
+  log "link cut seen at $cut_seen, restored at $restored_seen (guest b's clock)"
+  local st_lossless=0 st_lossy=0
+  wait "$p_lossless" || st_lossless=$?
+  wait "$p_lossy" || st_lossy=$?
+  # Lossless: nothing lost, duplicated, reordered; the fault and the
+  # reconnect are counted and logged.
+  local c=$out/b-lossless.json k
+  [ "$st_lossless" -eq 0 ] || fail "the lossless client exited with status $st_lossless"
+  expect "$c" checked -eq "$n" "--verify checked every message"
+  for k in lost duplicated reordered corrupted; do expect "$c" $k -eq 0 "lossless through the cut: nothing $k"; done
+  expect "$c" faults -ge 1 "the connection faulted during the cut"
+  expect "$c" reconnects -ge 1 "the session reconnected (SESSION_RECONNECT) after the cut"
+  expect "$c" qps_active -le 1 "the faulted QPs were destroyed (at most the live one left)"
+  expect "$c" connections_active -le 1 "the faulted connections were closed"
+  # Lossy: the reset is reported (exit 1 or 3), and nothing arrives twice,
+  # out of order or damaged.
+  c=$out/b-lossy.json
+  case "$st_lossy" in 1|3) ;; *) fail "the lossy client exited with status $st_lossy, expected 1 or 3 (a reset)" ;; esac
+  expect "$c" faults -ge 1 "the lossy connection faulted"
+  expect "$c" errors -ge 1 "the lossy session's reset is reported"
+  for k in duplicated reordered corrupted; do expect "$c" $k -eq 0 "lossy: nothing $k"; done
+  expect "$c" reconnects -eq 0 "a lossy session is not resumed"
+  grep -q "faulted in state" "$out/b-lossy.err" || fail "the lossy client did not log its session's fault"
+  # Nothing of either client left in this kernel.
+  local left
+  left=$(rdma res show qp 2>/dev/null | grep -c " pid " || true)
+  [ "$left" -eq 0 ] || fail "QPs left in guest b after both clients exited: $(rdma res show qp)"
+  # Times, in guest b's clock: detection = first fault after the cut;
+  # recovery = the reconnect after the restore.
+  local fault_at reco_at
+  fault_at=$(grep -h "faulted" "$out/b-lossless.err" | head -n1 | cut -d' ' -f1)
+  reco_at=$(grep -h "reconnected to" "$out/b-lossless.err" | tail -n1 | cut -d' ' -f1)
+  {
+    echo "first_fault=$(date -d "$fault_at" +%s.%N)"
+    echo "reconnected=$(date -d "$reco_at" +%s.%N)"
+  } >"$out/b.partition-times"
+  log "lossless: fault at $fault_at, reconnected at $reco_at; $(num "$out/b-lossless.json" faults) fault(s)," \
+      "$(num "$out/b-lossless.json" reconnects) reconnect(s), --verify clean"
+  log "lossy: exit $st_lossy, $(num "$c" errors) error(s), $(num "$c" lost) lost (reported)"
+  touch "$out/b.done"
+}
+
+case "$scenario" in
+  wire)
+    mtu=${4:?path MTU}
+    tos=${5:?TOS byte (ms_async_rdma_dscp)}
+    with_objd=${6:-1}
+    conf "$work/rdma.conf" "ms_async_rdma_path_mtu = $mtu" "ms_async_rdma_dscp = $tos"
+    cp "$work/rdma.conf" "$work/objd.conf"
+    "wire_$role"
+    ;;
+  partition)
+    "partition_$role" "$@"
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition)" >&2; exit 2 ;;
+esac
+log "passed"

@@ -1,0 +1,244 @@
+// siphon-bench rados's runner over an in-memory object store whose
+// completions arrive on another thread, as a RADOS client's do.
+#include "tools/bench/rados_bench.h"
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+namespace siphon::bench::rados {
+namespace {
+
+// Objects in a map; every operation completes on a worker thread.
+class FakeStore final : public ObjectIO {
+ public:
+  FakeStore() : worker_([this] { loop(); }) {}
+  ~FakeStore() override {
+    {
+      std::lock_guard lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  void write(const std::string& oid, std::uint64_t off, std::string_view data, bool alloc_hint,
+             std::uint64_t object_size, Done done) override {
+    // The runner promises `data` until done: copy it on the worker, later.
+    post([this, oid, off, data, alloc_hint, object_size, done = std::move(done)] {
+      if (fail_writes_after_ >= 0 && writes_ >= fail_writes_after_) return done(-ENOSPC);
+      ++writes_;
+      if (alloc_hint) hinted_sizes_[oid] = object_size;
+      auto& o = objects_[oid];
+      if (o.size() < off + data.size()) o.resize(off + data.size(), '\0');
+      o.replace(off, data.size(), data);
+      done(0);
+    });
+  }
+  void write_full(const std::string& oid, std::string_view data, Done done) {
+    objects_[oid] = std::string(data);
+    done(0);
+  }
+  void write_full(const std::string& oid, std::string data, Done done) override {
+    post([this, oid, data = std::move(data), done = std::move(done)] { write_full(oid, std::string_view(data), done); });
+  }
+  void read(const std::string& oid, std::uint64_t off, std::uint64_t len, ReadDone done) override {
+    post([this, oid, off, len, done = std::move(done)] {
+      auto it = objects_.find(oid);
+      if (it == objects_.end()) return done(-ENOENT, {});
+      ++reads_;
+      done(0, std::string_view(it->second).substr(std::min<std::size_t>(off, it->second.size()), len));
+    });
+  }
+  void remove(const std::string& oid, Done done) override {
+    post([this, oid, done = std::move(done)] { done(objects_.erase(oid) ? 0 : -ENOENT); });
+  }
+
+  // Only between runs (no operation in flight).
+  std::map<std::string, std::string> objects_;
+  std::map<std::string, std::uint64_t> hinted_sizes_;
+  int fail_writes_after_ = -1;
+  int writes_ = 0, reads_ = 0;
+
+ private:
+  void post(std::function<void()> fn) {
+    {
+      std::lock_guard lk(mu_);
+      q_.push_back(std::move(fn));
+    }
+    cv_.notify_all();
+  }
+  void loop() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      cv_.wait(lk, [&] { return stop_ || !q_.empty(); });
+      if (q_.empty()) return;
+      auto fn = std::move(q_.front());
+      q_.pop_front();
+      lk.unlock();
+      fn();
+      lk.lock();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> q_;
+  bool stop_ = false;
+  std::thread worker_;
+};
+
+Options opts(Mode m) {
+  Options o;
+  o.mode = m;
+  o.seconds = 0.3;
+  o.concurrency = 4;
+  o.op_size = 4096;
+  o.hostname = "vm";
+  o.pid = 3583;
+  return o;
+}
+
+TEST(RadosBenchFormat, MetadataBytesAsRadosBenchWritesThem) {
+  // rados-client.md §5.2: `rados get benchmark_last_metadata` after a run of
+  // 3981 writes of 4096 bytes by pid 3583.
+  const std::string want("\x00\x10\x00\x00\x00\x00\x00\x00\x8d\x0f\x00\x00\xff\x0d\x00\x00"
+                         "\x00\x10\x00\x00\x00\x00\x00\x00",
+                         24);
+  EXPECT_EQ(encode_metadata({4096, 3981, 3583, 4096}), want);
+  const auto m = decode_metadata(want);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->ops, 3981);
+  EXPECT_EQ(m->pid, 3583);
+  EXPECT_FALSE(decode_metadata(want.substr(0, 23)));
+}
+
+TEST(RadosBenchFormat, NamesAndContentsAsRadosBench) {
+  EXPECT_EQ(object_prefix("vm", 3583), "benchmark_data_vm_3583");
+  EXPECT_EQ(object_name("benchmark_data_vm_21000", 0), "benchmark_data_vm_21000_object0");
+  EXPECT_EQ(object_prefix(std::string(40, 'h'), 1), "benchmark_data_" + std::string(29, 'h') + "_1");
+  const std::string d = op_data(7, 64);
+  EXPECT_EQ(d.substr(0, 31), std::string("I'm the                7th op!\0", 31));
+  EXPECT_EQ(d.substr(31), std::string(33, 'z'));
+  EXPECT_EQ(op_data(7, 10), std::string("I'm the  \0", 10)) << "cut as snprintf cuts";
+}
+
+TEST(RadosBenchRun, WriteThenSeqThenRandThenCleanup) {
+  FakeStore s;
+  std::ostringstream w;
+  const Result wr = run(s, [] {
+    auto o = opts(Mode::write);
+    o.cleanup = false;
+    return o;
+  }(), w);
+  ASSERT_EQ(wr.error, 0) << wr.error_message;
+  ASSERT_GT(wr.ops, 0u);
+  EXPECT_EQ(w.str().rfind("hints = 1\nMaintaining 4 concurrent writes of 4096 bytes to objects of size 4096 for up to "
+                          "0.3 seconds or 0 objects\nObject prefix: benchmark_data_vm_3583\n"
+                          "  sec Cur ops   started  finished  avg MB/s  cur MB/s last lat(s)  avg lat(s)\n"
+                          "    0       0         0         0         0         0           -           0\n",
+                          0),
+            0u)
+      << w.str();
+  EXPECT_NE(w.str().find("Total writes made:      " + std::to_string(wr.ops) + "\n"), std::string::npos);
+  EXPECT_EQ(wr.latency_ns.count(), wr.ops);
+  // One object per op, the metadata, hints with the object size.
+  EXPECT_EQ(s.objects_.size(), wr.ops + 1);
+  EXPECT_EQ(s.objects_.at("benchmark_data_vm_3583_object0"), op_data(0, 4096));
+  EXPECT_EQ(s.objects_.at("benchmark_data_vm_3583_object" + std::to_string(wr.ops - 1)), op_data(wr.ops - 1, 4096));
+  EXPECT_EQ(s.hinted_sizes_.at("benchmark_data_vm_3583_object0"), 4096u);
+  const auto meta = decode_metadata(s.objects_.at("benchmark_last_metadata"));
+  ASSERT_TRUE(meta);
+  EXPECT_EQ(static_cast<std::uint64_t>(meta->ops), wr.ops);
+
+  // seq from another process (another pid): it reads the writer's objects.
+  std::ostringstream r;
+  auto so = opts(Mode::seq);
+  so.pid = 1;
+  so.seconds = 30;
+  const Result sr = run(s, so, r);
+  ASSERT_EQ(sr.error, 0) << sr.error_message;
+  EXPECT_EQ(sr.ops, wr.ops) << "seq stops after every object was read";
+  EXPECT_EQ(sr.verify_failures, 0u);
+  EXPECT_NE(r.str().find("Total reads made:     " + std::to_string(wr.ops) + "\n"), std::string::npos) << r.str();
+
+  auto ro = opts(Mode::rand);
+  ro.seconds = 0.2;
+  const Result rr = run(s, ro, r);
+  ASSERT_EQ(rr.error, 0) << rr.error_message;
+  EXPECT_GT(rr.ops, 0u);
+  EXPECT_EQ(rr.verify_failures, 0u);
+
+  std::ostringstream c;
+  const Result cr = run(s, opts(Mode::cleanup), c);
+  ASSERT_EQ(cr.error, 0) << cr.error_message;
+  EXPECT_EQ(cr.removed, wr.ops);
+  EXPECT_TRUE(s.objects_.empty());
+  EXPECT_EQ(c.str().rfind("Removed " + std::to_string(wr.ops) + " objects\n", 0), 0u) << c.str();
+}
+
+TEST(RadosBenchRun, ObjectsLargerThanOpsTakeSeveralWrites) {
+  FakeStore s;
+  auto o = opts(Mode::write);
+  o.object_size = 4 * 4096;
+  o.max_objects = 3;
+  o.seconds = 30;
+  o.cleanup = false;
+  std::ostringstream out;
+  const Result r = run(s, o, out);
+  ASSERT_EQ(r.error, 0) << r.error_message;
+  EXPECT_EQ(r.ops, 12u) << "3 objects x 4 writes";
+  ASSERT_EQ(s.objects_.size(), 4u);
+  const std::string& obj = s.objects_.at("benchmark_data_vm_3583_object2");
+  ASSERT_EQ(obj.size(), 4u * 4096);
+  EXPECT_EQ(obj.substr(3 * 4096), op_data(11, 4096));
+  std::ostringstream rd;
+  auto so = opts(Mode::seq);
+  so.seconds = 30;
+  const Result sr = run(s, so, rd);
+  EXPECT_EQ(sr.ops, 12u);
+  EXPECT_EQ(sr.verify_failures, 0u);
+  EXPECT_EQ(run(s, opts(Mode::cleanup), rd).removed, 3u);
+}
+
+TEST(RadosBenchRun, CorruptDataIsReported) {
+  FakeStore s;
+  auto o = opts(Mode::write);
+  o.cleanup = false;
+  std::ostringstream out;
+  ASSERT_EQ(run(s, o, out).error, 0);
+  s.objects_.at("benchmark_data_vm_3583_object0")[100] = 'y';
+  auto so = opts(Mode::seq);
+  so.seconds = 30;
+  const Result r = run(s, so, out);
+  EXPECT_EQ(r.verify_failures, 1u);
+  EXPECT_NE(out.str().find("benchmark_data_vm_3583_object0 is not correct!\n"), std::string::npos);
+}
+
+TEST(RadosBenchRun, ErrorsStopTheRunAndNameTheCause) {
+  FakeStore s;
+  std::ostringstream out;
+  const Result none = run(s, opts(Mode::seq), out);
+  EXPECT_EQ(none.error, -ENOENT);
+  EXPECT_EQ(none.error_message, "Must write data before running a read benchmark!");
+
+  s.fail_writes_after_ = 5;
+  auto o = opts(Mode::write);
+  o.seconds = 30;
+  const Result r = run(s, o, out);
+  EXPECT_EQ(r.error, -ENOSPC);
+  EXPECT_EQ(r.ops, 5u) << "no failed write counts as made";
+  EXPECT_NE(r.error_message.find("writing benchmark_data_vm_3583_object"), std::string::npos) << r.error_message;
+  EXPECT_EQ(s.objects_.count("benchmark_last_metadata"), 0u) << "no metadata for a failed run";
+
+  s.objects_["benchmark_last_metadata"] = "short";
+  const Result bad = run(s, opts(Mode::seq), out);
+  EXPECT_EQ(bad.error, -EINVAL);
+}
+
+}  // namespace
+}  // namespace siphon::bench::rados
