@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -109,6 +110,15 @@ KeyLookup find_key(const Config& cfg) {
   return out;
 }
 
+std::vector<std::uint32_t> mode_list(std::string_view text) {
+  std::vector<std::uint32_t> out;
+  for (const std::string& m : split_list(text)) {
+    const std::uint32_t mode = m == "secure" ? proto::kConModeSecure : proto::kConModeCrc;
+    if (std::find(out.begin(), out.end(), mode) == out.end()) out.push_back(mode);
+  }
+  return out;
+}
+
 ClientAuth client_auth(const Config& cfg) {
   ClientAuth a;
   KeyLookup k = find_key(cfg);
@@ -136,10 +146,13 @@ ClientAuth client_auth(const Config& cfg) {
                      "(unable to find a keyring on {})",
                      cfg.name().to_string(), cfg.get<Opt::auth_client_required>(), k.searched),
          "give the keyring with -k/--keyring FILE (or the key option), or add none to auth_client_required");
-  // Secure mode is not implemented yet: offer crc only, which every Ceph
-  // daemon allows by default (ms_mon_service_mode, ms_service_mode).
-  a.mon_modes = {proto::kConModeCrc};
-  a.modes = {proto::kConModeCrc};
+  // The modes offered, in order, as Ceph's AuthRegistry picks them: a
+  // client uses ms_mon_client_mode towards monitors (and managers) and
+  // ms_client_mode towards the rest; a daemon ms_mon_cluster_mode towards
+  // monitors and ms_cluster_mode towards other daemons.
+  const bool client = cfg.name().type == "client";
+  a.mon_modes = mode_list(client ? cfg.get<Opt::ms_mon_client_mode>() : cfg.get<Opt::ms_mon_cluster_mode>());
+  a.modes = mode_list(client ? cfg.get<Opt::ms_client_mode>() : cfg.get<Opt::ms_cluster_mode>());
   return a;
 }
 

@@ -35,10 +35,13 @@ struct KeyLookup {
 /// file that exists but is unusable, naming the entity and the file.
 KeyLookup find_key(const Config& cfg);
 
+/// A ms_*_mode value (checked by the option schema) as mode numbers, in order.
+std::vector<std::uint32_t> mode_list(std::string_view text);
+
 /// The auth settings for a client messenger: methods from
 /// auth_client_required (cephx only with a key), the key, and the
-/// connection modes of ms_mon_client_mode / ms_client_mode that Siphon
-/// implements (crc). Warnings are logged (subsystem compat, level 0).
+/// connection modes of ms_mon_client_mode / ms_client_mode (a daemon's
+/// name: ms_mon_cluster_mode / ms_cluster_mode). Warnings are logged (subsystem compat, level 0).
 /// Throws SetupError as find_key does, and when no method is left.
 ClientAuth client_auth(const Config& cfg);
 

@@ -169,11 +169,6 @@ bool check_words(std::string_view text, std::initializer_list<std::string_view> 
   return true;
 }
 
-bool has_word(std::string_view text, std::string_view word) {
-  const auto words = split_list(text);
-  return std::find(words.begin(), words.end(), word) != words.end();
-}
-
 bool run_check(OptionCheck check, std::string_view text, std::string& error) {
   switch (check) {
     case OptionCheck::none:
@@ -193,13 +188,7 @@ bool run_check(OptionCheck check, std::string_view text, std::string& error) {
         error = "no connection mode given (accepted: crc, secure)";
         return false;
       }
-      if (!check_words(text, {"crc", "secure"}, "a connection mode", error)) return false;
-      if (!has_word(text, "crc")) {
-        error = "Siphon implements crc mode only, and a peer refuses a connection whose modes do not "
-                "meet its own: add crc to the list (e.g. crc secure)";
-        return false;
-      }
-      return true;
+      return check_words(text, {"crc", "secure"}, "a connection mode", error);
     case OptionCheck::entity_types:
       return check_words(text, {"mon", "osd", "mds", "mgr", "client"}, "an entity type", error);
     case OptionCheck::networks:
@@ -350,13 +339,6 @@ std::string option_value_warning(Opt o, const OptionValue& v) {
   if (s.check == OptionCheck::rdma_cm && !std::get<bool>(v))
     return fmt::format("{} = false has no effect: Siphon always sets up RDMA connections through the "
                        "connection manager (librdmacm on verbs) and has no TCP side channel", s.name);
-  if (s.check == OptionCheck::ms_modes) {
-    const auto words = split_list(std::get<std::string>(v));
-    const auto secure = std::find(words.begin(), words.end(), "secure");
-    if (secure < std::find(words.begin(), words.end(), "crc"))
-      return fmt::format("{} = {}: secure mode is not available in Siphon; connections use crc", s.name,
-                         std::get<std::string>(v));
-  }
   if (o == Opt::ms_inject_delay_type && !std::get<std::string>(v).empty())
     return fmt::format("{} = {}: Siphon does not filter by entity type; when ms_inject_delay_probability is "
                        "set, incoming messages are delayed on every TCP connection whatever the peer's type",
@@ -399,7 +381,7 @@ std::string accepted_values(Opt o) {
     case OptionCheck::ms_type: out = "async+posix, async+rdma, async, async+<plugin>"; break;
     case OptionCheck::ms_type_or_empty: out = "empty (= ms_type), async+posix, async+rdma, async, async+<plugin>"; break;
     case OptionCheck::auth_methods: out = "a list of cephx, none"; break;
-    case OptionCheck::ms_modes: out = "a list of crc, secure that includes crc"; break;
+    case OptionCheck::ms_modes: out = "a list of crc, secure"; break;
     case OptionCheck::networks: out = "a list of subnets ADDRESS/PREFIX"; break;
     case OptionCheck::debug_level: out = "N or N/M, 0..99"; break;
     case OptionCheck::debug_level_or_empty: out = "empty, or N or N/M, 0..99"; break;

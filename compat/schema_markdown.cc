@@ -74,9 +74,10 @@ No option is accepted and silently ignored. Each option below is honoured, or it
 note says what Siphon does instead; such an option set to a value other than its default draws a
 one-line warning naming it (for example `ms_crc_data = false`, `ms_inject_delay_type = osd`, or a
 TCP-only option such as `ms_inject_socket_failures` with `ms_type = async+rdma`). Where going on
-would be weaker than what the file asks for it is an error: a connection-mode list without `crc`
-(Siphon has no secure mode) and, for a daemon, an `auth_cluster_required` or
-`auth_service_required` list without `none` (Siphon implements auth none only).
+would be weaker than what the file asks for it is an error: for a daemon, an
+`auth_cluster_required` or `auth_service_required` list without `none` (Siphon's daemons built from
+the configuration implement auth none only; cephx on the accepting side is set up in code,
+docs/security.md §5b).
 
 ## `$` expansion
 

@@ -71,6 +71,17 @@ class Connection : public boost::intrusive_ref_counter<Connection, boost::thread
     std::string reason;
   };
   virtual FaultInfo last_fault() const = 0;
+  // How the current session authenticated (valid once READY; after a
+  // reconnect, the newest transport connection's): the auth method (0 none,
+  // 2 cephx), the connection mode (1 crc, 2 secure: AES-GCM), and on the
+  // accepting side the entity the peer proved it is ("client.admin").
+  struct AuthInfo {
+    std::uint32_t method = 0;
+    std::uint32_t con_mode = 0;
+    std::string name;
+    std::uint64_t global_id = 0;
+  };
+  virtual AuthInfo auth_info() const { return {}; }
 
   // Application data attached to the connection (Ceph's priv).
   void set_priv(std::shared_ptr<void> p);

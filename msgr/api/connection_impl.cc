@@ -153,7 +153,7 @@ void ConnectionImpl::on_established(TransportLink* link, const proto::Negotiated
     // The banners start the transcript cephx signs (cephx.md §5).
     handle_step(client_hs_->start(my_banner(), n));
   } else if (server_hs_) {
-    handle_step(server_hs_->start());
+    handle_step(server_hs_->start(my_banner(), n));
   }
 }
 
@@ -181,6 +181,9 @@ void ConnectionImpl::on_fault(TransportLink* link, const transport::Fault& f) {
   // on the way (the frame is dropped whole, nothing of it is dispatched).
   if (f.code == make_error_code(errc::bad_crc))
     core_->counters.crc_errors.fetch_add(1, std::memory_order_relaxed);
+  // A secure-mode frame failed its GCM tag: tampered or damaged.
+  if (f.code == make_error_code(errc::decrypt_failed))
+    core_->counters.decrypt_errors.fetch_add(1, std::memory_order_relaxed);
   fault(f.code, f.reason);
 }
 
@@ -192,17 +195,16 @@ void ConnectionImpl::on_writable(TransportLink* link) {
 
 void ConnectionImpl::handle_step(Step&& step) {
   SIPHON_ASSERT_ON_WORKER(owner());
-  if (step.secure) {
-    // Only offered when the configuration asks for it (compat offers crc
-    // only until the stacks encrypt frames): a peer that picks it anyway
-    // gets a clear fault rather than a garbled session.
-    core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
-    fault(make_error_code(errc::auth_unsupported),
-          "the peer chose secure mode, which this Siphon build's transports do not implement yet; "
-          "set ms_mon_client_mode = crc");
-    return;
+  for (std::size_t i = 0; i < step.send.size(); ++i) {
+    if (step.secure && i == step.plain_frames && !switch_to_secure(step.connection_secret)) return;
+    send_frame(std::move(step.send[i]));
   }
-  for (auto& f : step.send) send_frame(std::move(f));
+  if (step.secure && step.send.size() <= step.plain_frames && !switch_to_secure(step.connection_secret)) return;
+  if (!step.auth_refused.empty()) {
+    core_->counters.auth_refused.fetch_add(1, std::memory_order_relaxed);
+    SIPHON_LOG(session, 1, "refused the authentication of a peer from {}: {}",
+               conn_ ? conn_->peer_address().to_string() : std::string("?"), step.auth_refused);
+  }
   if (step.learned_addr && client_hs_) core_->learned_addr(client_hs_->me().addrs);
   if (step.session_reset) {
     SIPHON_LOG(session, 1, "peer {} reset our session (full={})", peer_.addrs.to_string(),
@@ -216,6 +218,8 @@ void ConnectionImpl::handle_step(Step&& step) {
     case Step::Outcome::fault:
       if (step.error != make_error_code(errc::connection_reset))
         core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+      if (step.error == make_error_code(errc::auth_failed) || step.error == make_error_code(errc::bad_signature))
+        core_->counters.auth_refused.fetch_add(1, std::memory_order_relaxed);
       fault(step.error, step.reason);
       return;
     case Step::Outcome::wait:
@@ -237,6 +241,18 @@ void ConnectionImpl::handle_step(Step&& step) {
   }
 }
 
+bool ConnectionImpl::switch_to_secure(const auth::Bytes& secret) {
+  std::string why;
+  const std::error_code ec = conn_ ? conn_->start_secure(secret, why) : make_error_code(errc::not_connected);
+  if (!ec) {
+    SIPHON_LOG(session, 10, "connection to {}: secure mode on", peer_.addrs.to_string());
+    return true;
+  }
+  core_->counters.protocol_errors.fetch_add(1, std::memory_order_relaxed);
+  fault(ec, "cannot switch to secure mode: " + why);
+  return false;
+}
+
 void ConnectionImpl::client_ready(const Step& step) {
   const session::PeerInfo info = client_hs_->peer();
   ids_ = client_hs_->ids();
@@ -251,6 +267,10 @@ void ConnectionImpl::client_ready(const Step& step) {
     outq_.renumber();
     acked_in_seq_ = 0;
   }
+  // Auth is per transport connection: a reconnect authenticated afresh.
+  peer_.auth_method = info.auth_method;
+  peer_.con_mode = info.con_mode;
+  peer_.global_id = info.global_id;
   SIPHON_LOG(session, 5, "ready with {} as global_id {}: auth {}, {} mode", peer_.addrs.to_string(),
              info.global_id, info.auth_method == proto::kAuthMethodCephx ? "cephx" : "none",
              info.con_mode == proto::kConModeSecure ? "secure" : "crc");
@@ -262,9 +282,18 @@ void ConnectionImpl::client_ready(const Step& step) {
 
 void ConnectionImpl::server_ready(bool reconnected, std::uint64_t peer_in_seq) {
   const session::SessionIds hs_ids = server_hs_->ids();
+  const session::PeerInfo& who = server_hs_->peer();
+  SIPHON_LOG(session, 5, "accepted {} from {} as global_id {}: auth {}, {} mode", who.auth_name.to_string(),
+             conn_ ? conn_->peer_address().to_string() : std::string("?"), who.global_id,
+             who.auth_method == proto::kAuthMethodCephx ? "cephx" : "none",
+             who.con_mode == proto::kConModeSecure ? "secure" : "crc");
   if (reconnected) {
     ids_.connect_seq = hs_ids.connect_seq;
     ids_.peer_global_seq = hs_ids.peer_global_seq;
+    peer_.auth_method = who.auth_method;
+    peer_.con_mode = who.con_mode;
+    peer_.auth_name = who.auth_name;
+    peer_.global_id = who.global_id;
     const std::size_t dropped = outq_.discard_acked(peer_in_seq);
     core_->counters.reconnects.fetch_add(1, std::memory_order_relaxed);
     SIPHON_LOG(session, 5, "peer {} reconnected: it has up to seq {}, {} dropped, {} to resend",
@@ -706,6 +735,12 @@ void ConnectionImpl::publish_peer() {
   global_id_info_ = peer_.global_id;
   peer_type_.store(peer_.type, std::memory_order_release);
   features_.store(peer_.features, std::memory_order_release);
+  auth_info_ = {peer_.auth_method, peer_.con_mode, peer_.auth_name.to_string(), peer_.global_id};
+}
+
+Connection::AuthInfo ConnectionImpl::auth_info() const {
+  std::lock_guard l(info_mtx_);
+  return auth_info_;
 }
 
 EntityAddrVec ConnectionImpl::get_peer_addrs() const {

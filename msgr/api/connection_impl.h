@@ -70,6 +70,7 @@ class ConnectionImpl final : public Connection {
   entity_name_t get_peer_name() const override;
   std::uint64_t get_global_id() const override;
   std::uint64_t get_features() const override { return features_.load(std::memory_order_acquire); }
+  AuthInfo auth_info() const override;
   std::uint64_t last_keepalive_ack_ns() const override { return keepalive_ack_ns_.load(); }
   FaultInfo last_fault() const override;
 
@@ -94,6 +95,8 @@ class ConnectionImpl final : public Connection {
   void on_frame(TransportLink* link, proto::Frame&& f);
   void on_fault(TransportLink* link, const transport::Fault& fault);
   void on_writable(TransportLink* link);
+  // Secure mode on the transport (cephx agreed on it); false after faulting.
+  bool switch_to_secure(const auth::Bytes& connection_secret);
 
  private:
   friend class MessengerCore;
@@ -159,6 +162,7 @@ class ConnectionImpl final : public Connection {
   std::atomic<bool> closed_flag_{false};
   std::atomic<std::uint8_t> peer_type_{0};
   std::atomic<std::uint64_t> features_{0};
+  AuthInfo auth_info_;  // guarded by info_mtx_
   std::atomic<std::uint64_t> keepalive_ack_ns_{0};
   mutable std::mutex info_mtx_;
   EntityAddrVec peer_addrs_info_;

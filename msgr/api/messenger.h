@@ -47,6 +47,7 @@
 namespace siphon {
 
 using ClientAuth = session::ClientAuth;
+using ServerAuth = session::ServerAuth;
 
 namespace transport {
 class Stack;
@@ -67,6 +68,9 @@ struct MessengerStats {
   std::uint64_t session_migrations = 0;   // sessions moved to another worker with a peer's new socket
   std::uint64_t connections_refused = 0;  // accepted sockets closed at once: ms_max_connections reached
   std::uint64_t send_queue_full = 0;      // send_message() calls refused: ms_max_queued_send_bytes_per_connection
+  std::uint64_t auth_refused = 0;         // peers' auth attempts refused or failed (wrong or unknown key,
+                                          // no common method or mode, bad AUTH_SIGNATURE), either side
+  std::uint64_t decrypt_errors = 0;       // secure-mode frames whose GCM tag failed (connection faulted)
   // Gauges (current values, not monotonic):
   std::uint64_t connections = 0;          // connections open or closing (sessions and handshakes)
   std::uint64_t undispatched_bytes = 0;   // received message bytes queued for dispatch (what
@@ -99,6 +103,10 @@ class Messenger {
   // How connections this messenger dials authenticate (default: auth none,
   // crc). compat::client_auth() builds it from the configuration.
   virtual void set_client_auth(const ClientAuth& auth) = 0;
+  // How connections this messenger accepts authenticate their peers
+  // (default: auth none, crc). cephx here is the key-based exchange with
+  // the entities of a keyring (docs/security.md).
+  virtual void set_server_auth(const ServerAuth& auth) = 0;
   virtual void add_dispatcher_head(Dispatcher* d) = 0;
   virtual void add_dispatcher_tail(Dispatcher* d) = 0;
   // Listens on every address of `addrs` (port 0: a free port). Each address

@@ -52,6 +52,7 @@ session::LocalIdentity MessengerCore::local_identity() const {
   me.nonce = nonce;
   me.auth_name = auth_name;
   me.auth = client_auth;
+  me.server_auth = server_auth;
   return me;
 }
 

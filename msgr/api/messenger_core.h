@@ -56,7 +56,9 @@ struct Counters {
         crc_errors(l, l_siphon_msgr_crc_errors),
         session_migrations(l, l_siphon_msgr_session_migrations),
         connections_refused(l, l_siphon_msgr_connections_refused),
-        send_queue_full(l, l_siphon_msgr_send_queue_full) {}
+        send_queue_full(l, l_siphon_msgr_send_queue_full),
+        auth_refused(l, l_siphon_msgr_auth_refused),
+        decrypt_errors(l, l_siphon_msgr_decrypt_errors) {}
   std::atomic<std::uint64_t> messages_sent{0};
   std::atomic<std::uint64_t> messages_received{0};
   MessengerCounter messages_replayed;
@@ -69,6 +71,8 @@ struct Counters {
   MessengerCounter session_migrations;
   MessengerCounter connections_refused;
   MessengerCounter send_queue_full;
+  MessengerCounter auth_refused;
+  MessengerCounter decrypt_errors;
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
@@ -84,6 +88,7 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
   const std::uint32_t nonce;
   EntityName auth_name;
   session::ClientAuth client_auth;
+  session::ServerAuth server_auth;
   Policy default_policy = Policy::lossless_peer();
   std::map<std::uint8_t, Policy> policies;
   std::vector<Dispatcher*> dispatchers;

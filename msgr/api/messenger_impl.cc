@@ -35,6 +35,7 @@ class MessengerImpl final : public Messenger {
   void set_message_registry(std::shared_ptr<const MessageRegistry> r) override { core_->registry = std::move(r); }
   void set_auth_name(const EntityName& n) override { core_->auth_name = n; }
   void set_client_auth(const ClientAuth& a) override { core_->client_auth = a; }
+  void set_server_auth(const ServerAuth& a) override { core_->server_auth = a; }
   void add_dispatcher_head(Dispatcher* d) override {
     auto& ds = core_->dispatchers;
     ds.push_back(d);
@@ -154,6 +155,8 @@ class MessengerImpl final : public Messenger {
     s.session_migrations = c.session_migrations.load();
     s.connections_refused = c.connections_refused.load();
     s.send_queue_full = c.send_queue_full.load();
+    s.auth_refused = c.auth_refused.load();
+    s.decrypt_errors = c.decrypt_errors.load();
     s.connections = core_->live_count();
     s.undispatched_bytes = core_->dispatch_bytes.load(std::memory_order_acquire);
     return s;

@@ -25,6 +25,11 @@ std::shared_ptr<perf::Logger> make_messenger_logger(const std::string& entity) {
                     "Accepted connections closed at once: ms_max_connections reached", {}, perf::kUseful);
   b.add_u64_counter(l_siphon_msgr_send_queue_full, "send_queue_full",
                     "send_message calls refused: ms_max_queued_send_bytes_per_connection reached", {}, perf::kUseful);
+  b.add_u64_counter(l_siphon_msgr_auth_refused, "auth_refused",
+                    "Peers' authentication attempts refused or failed (wrong or unknown key, no common method or mode)",
+                    {}, perf::kUseful);
+  b.add_u64_counter(l_siphon_msgr_decrypt_errors, "decrypt_errors",
+                    "Secure-mode frames whose AES-GCM tag failed (the connection faulted)", {}, perf::kInteresting);
   b.add_u64(l_siphon_msgr_connections, "connections", "Connections open or closing (sessions and handshakes)", {},
             perf::kUseful);
   b.add_u64(l_siphon_msgr_undispatched_bytes, "undispatched_bytes",

@@ -224,4 +224,76 @@ std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteVi
   return res;
 }
 
+// ---------------------------------------------------------------------------
+// The accepting side
+
+std::optional<AuthenticateRequest> decode_authenticate(ByteView payload, std::string& why) {
+  std::size_t pos = 0;
+  Reader r(payload, pos, why);
+  const std::uint16_t type = r.u16("request_type");
+  if (r.ok() && type != kCephxGetAuthSessionKey)
+    r.fail(fmt::format("request type {:#06x}, expected {:#06x} (get auth session key)", type,
+                       kCephxGetAuthSessionKey));
+  const std::uint8_t v = r.u8("CephXAuthenticate");
+  // v1 lacks other_keys; Siphon needs it (no connection secret without it).
+  if (r.ok() && (v < 2 || v > 3)) r.fail(fmt::format("CephXAuthenticate version {} (2 or 3 accepted)", v));
+  AuthenticateRequest req;
+  req.client_challenge = r.u64("client_challenge");
+  req.key = r.u64("key");
+  r.expect_version(1, "old ticket");
+  req.old_secret_id = r.u64("old ticket secret_id");
+  const ByteView old = r.blob("old ticket");
+  req.other_keys = r.u32("other_keys");
+  if (!r.ok()) return std::nullopt;
+  if (pos != payload.size()) {
+    why = fmt::format("{} bytes after CephXAuthenticate", payload.size() - pos);
+    return std::nullopt;
+  }
+  req.old_ticket.assign(old.begin(), old.end());
+  return req;
+}
+
+Bytes server_challenge_payload(std::uint64_t challenge) {
+  Bytes out;
+  out.push_back(1);
+  put_u64(out, challenge);
+  return out;
+}
+
+std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoKey& session_key,
+                                           std::uint32_t validity_sec, ByteView connection_secret,
+                                           std::string& why) {
+  Bytes ticket;  // CephXServiceTicket
+  ticket.push_back(1);
+  const Bytes key = session_key.encode();
+  ticket.insert(ticket.end(), key.begin(), key.end());
+  put_u32(ticket, validity_sec);
+  put_u32(ticket, 0);
+  auto sealed_ticket = seal_with_length(entity_secret, ticket, why);
+  if (!sealed_ticket) return std::nullopt;
+  Bytes secret;  // std::string connection_secret
+  put_u32(secret, static_cast<std::uint32_t>(connection_secret.size()));
+  secret.insert(secret.end(), connection_secret.begin(), connection_secret.end());
+  auto cbl = seal_with_length(session_key.secret, secret, why);
+  if (!cbl) return std::nullopt;
+
+  Bytes out;
+  put_u16(out, kCephxGetAuthSessionKey);
+  put_u32(out, 0);  // status
+  out.push_back(1);  // service ticket reply v1
+  put_u32(out, 1);
+  put_u32(out, kServiceAuth);
+  out.push_back(1);  // service ticket v1
+  out.insert(out.end(), sealed_ticket->begin(), sealed_ticket->end());
+  out.push_back(0);  // ticket_enc
+  put_u32(out, 13);  // CephXTicketBlob: v1, secret_id 0, no blob
+  out.push_back(1);
+  put_u64(out, 0);
+  put_u32(out, 0);
+  put_u32(out, static_cast<std::uint32_t>(cbl->size()));
+  out.insert(out.end(), cbl->begin(), cbl->end());
+  put_u32(out, 0);  // no extra tickets
+  return out;
+}
+
 }  // namespace siphon::auth

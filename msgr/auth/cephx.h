@@ -77,4 +77,30 @@ std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteVi
 bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vector<ServiceTicket>& out,
                          std::string& why);
 
+// --- the accepting side: cephx's key-based exchange (cephx.md §8.4a) ----------
+// A Siphon daemon without a monitor plays the monitor's part of §3 for the
+// entities in its keyring: it challenges, checks the proof, and hands out a
+// session key and a connection secret. It issues no service tickets: the
+// AUTH ticket blob it returns is empty, and other_keys is not honoured.
+
+// AUTH_REQUEST_MORE to a mon, decoded (CephXRequestHeader + CephXAuthenticate).
+struct AuthenticateRequest {
+  std::uint64_t client_challenge = 0;
+  std::uint64_t key = 0;  // the proof
+  std::uint64_t old_secret_id = 0;
+  Bytes old_ticket;
+  std::uint32_t other_keys = 0;
+};
+std::optional<AuthenticateRequest> decode_authenticate(ByteView payload, std::string& why);
+
+// AUTH_REPLY_MORE's payload: CephXServerChallenge {u8 1, u64}.
+Bytes server_challenge_payload(std::uint64_t challenge);
+
+// AUTH_DONE's payload: the AUTH ticket (session key and validity, sealed
+// with the entity's secret; an empty ticket blob) and the connection secret
+// (sealed with the session key; empty in crc mode), no extra tickets.
+std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoKey& session_key,
+                                           std::uint32_t validity_sec, ByteView connection_secret,
+                                           std::string& why);
+
 }  // namespace siphon::auth

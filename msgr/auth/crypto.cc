@@ -304,6 +304,67 @@ bool GcmStream::open(ByteView cipher_and_tag, Bytes& out, std::string& why) {
   return true;
 }
 
+bool GcmStream::seal(std::span<const ByteView> parts, std::uint8_t* out, std::string& why) {
+  if (exhausted_) {
+    why = "out of nonces: the connection must be re-established";
+    return false;
+  }
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) == 1 &&
+            EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) == 1;
+  std::size_t at = 0;
+  for (const ByteView& p : parts) {
+    if (!ok) break;
+    if (p.empty()) continue;
+    int n = 0;
+    ok = EVP_EncryptUpdate(ctx.get(), out + at, &n, p.data(), static_cast<int>(p.size())) == 1;
+    at += static_cast<std::size_t>(n);
+  }
+  int fin = 0;
+  ok = ok && EVP_EncryptFinal_ex(ctx.get(), out + at, &fin) == 1;
+  at += static_cast<std::size_t>(fin);
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kGcmTagSize, out + at) == 1;
+  if (!ok) {
+    why = "OpenSSL AES-128-GCM encryption failed";
+    return false;
+  }
+  advance();
+  return true;
+}
+
+bool GcmStream::open(std::span<const ByteView> parts, ByteView tag, std::uint8_t* out, std::string& why) {
+  if (tag.size() != kGcmTagSize) {
+    why = "secure-mode message shorter than its tag";
+    return false;
+  }
+  std::array<std::uint8_t, kGcmTagSize> t{};
+  std::copy(tag.begin(), tag.end(), t.begin());
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) == 1 &&
+            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) == 1 &&
+            EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) == 1;
+  std::size_t at = 0;
+  for (const ByteView& p : parts) {
+    if (!ok) break;
+    if (p.empty()) continue;
+    int n = 0;
+    ok = EVP_DecryptUpdate(ctx.get(), out + at, &n, p.data(), static_cast<int>(p.size())) == 1;
+    at += static_cast<std::size_t>(n);
+  }
+  // GCM has no padding: Final writes nothing, it only checks the tag.
+  std::uint8_t scratch[kBlock];
+  int fin = 0;
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kGcmTagSize, t.data()) == 1 &&
+       EVP_DecryptFinal_ex(ctx.get(), scratch, &fin) == 1;
+  if (!ok) {
+    why = "bad secure-mode authentication tag";
+    return false;
+  }
+  advance();
+  return true;
+}
+
 void random_bytes(std::span<std::uint8_t> out) {
   if (RAND_bytes(out.data(), static_cast<int>(out.size())) != 1) {
     // OpenSSL's DRBG failing means the process has no entropy source at

@@ -102,6 +102,11 @@ class GcmStream {
   bool seal(ByteView plain, Bytes& out, std::string& why);
   // `cipher_and_tag` -> plaintext appended to `out`; false on a tag failure.
   bool open(ByteView cipher_and_tag, Bytes& out, std::string& why);
+  // Scatter/gather forms for secure frames: the plaintext in `parts`
+  // -> ciphertext | tag at `out` (sum of parts + 16 bytes); and the
+  // ciphertext in `parts` with its `tag` -> plaintext at `out`.
+  bool seal(std::span<const ByteView> parts, std::uint8_t* out, std::string& why);
+  bool open(std::span<const ByteView> parts, ByteView tag, std::uint8_t* out, std::string& why);
   std::array<std::uint8_t, kGcmNonceSize> nonce() const noexcept { return nonce_; }
 
  private:

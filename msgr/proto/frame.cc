@@ -256,6 +256,70 @@ std::optional<Negotiated> negotiate(const Banner& mine, const Banner& peer) noex
 }
 
 // ---------------------------------------------------------------------------
+// Preamble (shared with the secure-mode codec, msgr/auth/secure_frames.*)
+
+void encode_preamble(const Frame& frame, std::byte* out) noexcept {
+  write_preamble(out, frame, frame.num_segments());
+}
+
+std::error_code parse_preamble(const std::byte* pre, const FrameLimits& limits, Preamble& out,
+                               std::string& why) {
+  // Nothing in the preamble is trusted before its crc checks out.
+  if (crc32c(kPreambleCrcSeed, pre, kPreambleCrcOffset) != get_le32(pre + kPreambleCrcOffset)) {
+    why = "bad preamble crc";
+    return errc::bad_crc;
+  }
+  const auto tag = std::to_integer<std::uint8_t>(pre[0]);
+  const auto nsegs = std::to_integer<std::size_t>(pre[1]);
+  if (nsegs < 1 || nsegs > kMaxSegments) {
+    why = "num_segments outside 1..4";
+    return errc::malformed_frame;
+  }
+  if (tag < 1 || tag > kMaxKnownTag) {
+    why = "unknown frame tag";
+    return errc::unknown_tag;
+  }
+  out.lens.fill(0);
+  out.aligns.fill(0);
+  std::uint64_t total = 0;
+  for (std::size_t i = 0; i < nsegs; ++i) {
+    const std::byte* d = pre + kSegDescOffset + i * kSegDescSize;
+    out.lens[i] = get_le32(d);
+    out.aligns[i] = get_le16(d + 4);
+    total += out.lens[i];
+  }
+  if (nsegs > 1 && out.lens[nsegs - 1] == 0) {
+    why = "last segment of a multi-segment frame is empty";
+    return errc::malformed_frame;
+  }
+  if (static_cast<Tag>(tag) != Tag::message) {
+    // The reasons name the option that sets each limit (compat/ maps
+    // them one to one), so an operator knows what to raise.
+    if (total > limits.max_control_payload) {
+      why = fmt::format("control frame payload over the limit ({} bytes > ms_max_control_frame_size {})", total,
+                        limits.max_control_payload);
+      return errc::frame_too_large;
+    }
+  } else {
+    for (std::size_t i = 0; i < nsegs; ++i)
+      if (out.lens[i] > limits.max_segment) {
+        why = fmt::format("message segment over the limit ({} bytes > ms_max_segment_size {})", out.lens[i],
+                          limits.max_segment);
+        return errc::frame_too_large;
+      }
+    if (total > limits.max_frame) {
+      why = fmt::format("frame over the limit ({} bytes > ms_max_frame_size {})", total, limits.max_frame);
+      return errc::frame_too_large;
+    }
+  }
+  out.tag = static_cast<Tag>(tag);
+  out.nsegs = nsegs;
+  return {};
+}
+
+std::array<std::uint16_t, kMaxSegments> default_alignments() noexcept { return kDefaultAlignments; }
+
+// ---------------------------------------------------------------------------
 // Decoder
 
 void FrameDecoder::feed(BufferList&& bytes) {
@@ -286,43 +350,13 @@ FrameDecoder::Status FrameDecoder::next(Frame& out) {
       if (buf_.length() < kPreambleSize) return Status::need_more;
       std::array<std::byte, kPreambleSize> pre{};
       buf_.copy_out(0, pre.size(), pre.data());
-      // Nothing in the preamble is trusted before its crc checks out.
-      if (crc32c(kPreambleCrcSeed, pre.data(), kPreambleCrcOffset) !=
-          get_le32(pre.data() + kPreambleCrcOffset))
-        return fail(errc::bad_crc, "bad preamble crc");
-      const auto tag = std::to_integer<std::uint8_t>(pre[0]);
-      const auto nsegs = std::to_integer<std::size_t>(pre[1]);
-      if (nsegs < 1 || nsegs > kMaxSegments)
-        return fail(errc::malformed_frame, "num_segments outside 1..4");
-      if (tag < 1 || tag > kMaxKnownTag) return fail(errc::unknown_tag, "unknown frame tag");
-      lens_.fill(0);
-      aligns_.fill(0);
-      std::uint64_t total = 0;
-      for (std::size_t i = 0; i < nsegs; ++i) {
-        const std::byte* d = pre.data() + kSegDescOffset + i * kSegDescSize;
-        lens_[i] = get_le32(d);
-        aligns_[i] = get_le16(d + 4);
-        total += lens_[i];
-      }
-      if (nsegs > 1 && lens_[nsegs - 1] == 0)
-        return fail(errc::malformed_frame, "last segment of a multi-segment frame is empty");
-      if (static_cast<Tag>(tag) != Tag::message) {
-        // The reasons name the option that sets each limit (compat/ maps
-        // them one to one), so an operator knows what to raise.
-        if (total > limits_.max_control_payload)
-          return fail(errc::frame_too_large,
-                      fmt::format("control frame payload over the limit ({} bytes > ms_max_control_frame_size {})",
-                                  total, limits_.max_control_payload));
-      } else {
-        for (std::size_t i = 0; i < nsegs; ++i)
-          if (lens_[i] > limits_.max_segment)
-            return fail(errc::frame_too_large,
-                        fmt::format("message segment over the limit ({} bytes > ms_max_segment_size {})", lens_[i],
-                                    limits_.max_segment));
-        if (total > limits_.max_frame)
-          return fail(errc::frame_too_large,
-                      fmt::format("frame over the limit ({} bytes > ms_max_frame_size {})", total, limits_.max_frame));
-      }
+      Preamble parsed;
+      std::string why;
+      if (const std::error_code ec = parse_preamble(pre.data(), limits_, parsed, why)) return fail(ec, why);
+      lens_ = parsed.lens;
+      aligns_ = parsed.aligns;
+      const auto tag = static_cast<std::uint8_t>(parsed.tag);
+      const std::size_t nsegs = parsed.nsegs;
       tag_ = static_cast<Tag>(tag);
       nsegs_ = nsegs;
       have_preamble_ = true;

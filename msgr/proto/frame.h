@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 #include "msgr/base/buffer.h"
 
@@ -86,6 +87,21 @@ std::size_t encoded_length(const Frame& frame, FrameRev rev) noexcept;
 // inline crc. The RDMA stack cuts a MESSAGE's data segment out there.
 std::size_t segment_offset(const Frame& frame, FrameRev rev, std::size_t index) noexcept;
 
+// The 32-byte preamble of `frame` (tag, segment lengths and alignments, crc).
+void encode_preamble(const Frame& frame, std::byte* out) noexcept;
+// A preamble read back: its crc, tag, segment count and the limits checked
+// (the error names the cause, and for a limit the option that sets it).
+struct Preamble {
+  Tag tag = Tag::wait;
+  std::size_t nsegs = 0;
+  std::array<std::uint32_t, kMaxSegments> lens{};
+  std::array<std::uint16_t, kMaxSegments> aligns{};
+};
+std::error_code parse_preamble(const std::byte* pre, const FrameLimits& limits, Preamble& out,
+                               std::string& why);
+// The alignments a frame's unused segment slots carry.
+std::array<std::uint16_t, kMaxSegments> default_alignments() noexcept;
+
 // The connection banner (§3): "ceph v2\n", u16 length, u64 supported, u64 required.
 struct Banner {
   static constexpr std::uint64_t kRevision1 = 1;   // msgr2 feature bit 0
@@ -137,6 +153,13 @@ class FrameDecoder {
   std::size_t bytes_wanted() const noexcept;
   std::size_t buffered() const noexcept { return buf_.length(); }
   FrameRev rev() const noexcept { return rev_; }
+  // The bytes fed and not yet decoded, taken out, when no frame is half
+  // parsed (a stream switching to secure mode after a whole frame): what
+  // follows is no longer this decoder's to read.
+  BufferList take_rest() noexcept {
+    have_preamble_ = false;
+    return std::exchange(buf_, BufferList{});
+  }
 
  private:
   Status fail(std::error_code ec, std::string_view reason);

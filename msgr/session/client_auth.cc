@@ -9,7 +9,9 @@
 //   and the server's must equal the HMAC of every byte we sent.
 //
 // The authorizer towards OSD/MGR/MDS (cephx.md §4) is not implemented: to
-// those peers cephx is skipped and the next method of the list is tried.
+// those peers cephx is skipped and the next method of the list is tried,
+// unless ClientAuth::key_based_everywhere asks for the exchange above with
+// every peer (Siphon daemons that authenticate from a keyring).
 #include <fmt/format.h>
 
 #include "msgr/auth/cephx.h"
@@ -68,7 +70,7 @@ Step ClientHandshake::send_auth_request(Step s) {
   const ClientAuth& a = me_.auth;
   for (const std::uint32_t m : a.methods) {
     if (contains(tried_, m)) continue;
-    if (m == proto::kAuthMethodCephx && (a.secret.empty() || !to_mon)) continue;
+    if (m == proto::kAuthMethodCephx && (a.secret.empty() || !(to_mon || a.key_based_everywhere))) continue;
     if (m != proto::kAuthMethodCephx && m != proto::kAuthMethodNone) continue;
     method_ = m;
     tried_.push_back(m);
@@ -91,7 +93,7 @@ Step ClientHandshake::send_auth_request(Step s) {
   std::string why = fmt::format("no usable auth method for {} towards a {} (auth_client_required: {})",
                                 me_.auth_name.to_string(), proto::entity_type_name(expected_peer_type_),
                                 join(a.methods, method_name));
-  if (contains(a.methods, proto::kAuthMethodCephx) && !to_mon)
+  if (contains(a.methods, proto::kAuthMethodCephx) && !to_mon && !a.key_based_everywhere)
     why += "; cephx towards OSD/MGR/MDS (the authorizer) is not implemented yet";
   return fail(errc::auth_unsupported, std::move(why));
 }
@@ -103,13 +105,16 @@ Step ClientHandshake::on_auth_bad_method(const Frame& f) {
   const ClientAuth& a = me_.auth;
   if (method_ == proto::kAuthMethodCephx && bad.method == proto::kAuthMethodCephx && bad.result == kEACCES)
     return fail(errc::auth_failed,
-                fmt::format("the monitor refused the cephx key of {} from {} (EACCES): the key does not "
+                fmt::format("the {} refused the cephx key of {} from {} (EACCES): the key does not "
                             "match the cluster's (check `ceph auth get {}`)",
+                            expected_peer_type_ == proto::kEntityTypeMon ? std::string("monitor")
+                                                                         : std::string(proto::entity_type_name(expected_peer_type_)),
                             me_.auth_name.to_string(), a.key_source, me_.auth_name.to_string()));
   // The next method of ours that the peer allows (Ceph's client does the same).
   for (const std::uint32_t m : a.methods) {
     if (contains(tried_, m) || !contains(bad.allowed_methods, m)) continue;
-    if (m == proto::kAuthMethodCephx && (a.secret.empty() || expected_peer_type_ != proto::kEntityTypeMon))
+    if (m == proto::kAuthMethodCephx &&
+        (a.secret.empty() || !(expected_peer_type_ == proto::kEntityTypeMon || a.key_based_everywhere)))
       continue;
     return send_auth_request(Step{});
   }
@@ -126,8 +131,11 @@ Step ClientHandshake::on_auth_bad_method(const Frame& f) {
       why += "; add cephx to auth_client_required";
   }
   if (bad.result == kEOPNOTSUPP && method_ == proto::kAuthMethodCephx)
-    why += fmt::format("; no common connection mode (we offer [{}]; check ms_mon_client_mode)",
-                       join(a.mon_modes, mode_name));
+    why += fmt::format("; no common connection mode (we offer [{}]; check ms_mon_client_mode / ms_client_mode)",
+                       join(expected_peer_type_ == proto::kEntityTypeMon || expected_peer_type_ == proto::kEntityTypeMgr
+                                ? a.mon_modes
+                                : a.modes,
+                            mode_name));
   return fail(errc::auth_unsupported, std::move(why));
 }
 
@@ -153,7 +161,8 @@ Step ClientHandshake::on_auth_reply_more(const Frame& f) {
 
 Step ClientHandshake::on_cephx_done(const AuthDone& d) {
   if (!challenged_) return fail(errc::unexpected_frame, "cephx AUTH_DONE before the challenge");
-  if (!contains(expected_peer_type_ == proto::kEntityTypeMon ? me_.auth.mon_modes : me_.auth.modes, d.con_mode))
+  const bool mon_like = expected_peer_type_ == proto::kEntityTypeMon || expected_peer_type_ == proto::kEntityTypeMgr;
+  if (!contains(mon_like ? me_.auth.mon_modes : me_.auth.modes, d.con_mode))
     return fail(errc::auth_unsupported, fmt::format("peer chose connection mode {}, which we did not offer",
                                                     mode_name(d.con_mode)));
   const auth::Bytes payload = bytes_of(d.auth_payload);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,28 @@ struct ClientAuth {
   // Service tickets asked for with the AUTH ticket (other_keys; must not be
   // 0, or the mon sends no connection secret).
   std::uint32_t want_keys = 0x35;
+  // cephx's key-based exchange (the monitor's, cephx.md §8.4a) with peers of
+  // every type, not only monitors: for Siphon daemons that authenticate
+  // their peers from a keyring (ServerAuth), with no monitor in between.
+  bool key_based_everywhere = false;
+};
+
+// How the accepting side authenticates its peers (cephx.md §7, §8.4a).
+// The defaults accept auth none in crc mode, as before cephx existed here.
+struct ServerAuth {
+  // Methods allowed from clients (auth_service_required) and from daemons
+  // (auth_cluster_required); the peer's HELLO entity type decides which.
+  std::vector<std::uint32_t> service_methods{proto::kAuthMethodNone};
+  std::vector<std::uint32_t> cluster_methods{proto::kAuthMethodNone};
+  // Connection modes allowed, same split (ms_service_mode, ms_cluster_mode).
+  std::vector<std::uint32_t> service_modes{proto::kConModeCrc};
+  std::vector<std::uint32_t> cluster_modes{proto::kConModeCrc};
+  // cephx: the entities allowed in and their keys ("client.admin" -> the
+  // 16-byte secret), from a keyring; `keyring_source` names it in logs.
+  std::map<std::string, std::vector<std::uint8_t>> keys;
+  std::string keyring_source;
+  // Validity given to the session keys handed out (auth_mon_ticket_ttl).
+  std::uint32_t ticket_ttl_sec = 259200;
 };
 
 }  // namespace siphon::session

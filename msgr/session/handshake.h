@@ -127,6 +127,7 @@ struct LocalIdentity {
   std::uint32_t nonce = 0;
   proto::EntityName auth_name;    // who we authenticate as
   ClientAuth auth;                // connecting side only
+  ServerAuth server_auth;         // accepting side only
 };
 
 // The part of a policy the handshake applies.
@@ -171,6 +172,7 @@ struct PeerInfo {
   std::uint64_t global_id = 0;    // auth global_id
   std::uint32_t auth_method = proto::kAuthMethodNone;  // what the handshake used
   std::uint32_t con_mode = proto::kConModeCrc;
+  proto::EntityName auth_name;    // server: who the peer authenticated as
 };
 
 struct Step {
@@ -192,12 +194,19 @@ struct Step {
   bool reset_full = false;
   // Client: we learned our address from the server's HELLO (not bound).
   bool learned_addr = false;
-  // Client, cephx: the peer chose secure mode. The driver must switch the
-  // transport to AES-GCM with `connection_secret` (cephx.md §6) before it
-  // sends `send` (the AUTH_SIGNATURE) and for every frame received after
-  // AUTH_DONE; a driver whose transport cannot must fault.
+  // cephx chose secure mode. The driver sends the first `plain_frames` of
+  // `send` as they are (the server's AUTH_DONE), then switches the
+  // transport to AES-GCM with `connection_secret` (cephx.md §6) for the
+  // rest of `send` (the AUTH_SIGNATURE), every later frame, and every frame
+  // received after the one that produced this step; a transport that cannot
+  // faults the connection.
   bool secure = false;
+  std::size_t plain_frames = 0;
   auth::Bytes connection_secret;
+  // Server: a peer's authentication attempt was refused (a wrong key, an
+  // unknown entity, no common method or mode); the handshake goes on (the
+  // peer may try again, as Ceph allows) and the driver logs and counts it.
+  std::string auth_refused;
   // Client ready after SESSION_RECONNECT_OK: the peer's in_seq.
   bool reconnected = false;
   std::uint64_t peer_in_seq = 0;
@@ -322,7 +331,11 @@ class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
   // `peer_socket_addr` is the accepted socket's remote address.
   ServerHandshake(LocalIdentity me, NetAddress peer_socket_addr, HandshakeServices services);
 
+  // The transport exchanged banners: sends HELLO. `mine` and `n` are the
+  // banners, which start the transcript cephx signs; the overload without
+  // them is for auth none only.
   Step start();
+  Step start(const proto::Banner& mine, const proto::Negotiated& n);
   Step on_frame(const Frame& f);
 
   // --- the driver's answers (state decide) ---
@@ -355,6 +368,13 @@ class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
   Step on_hello(const Frame& f);
   Step on_auth_request(const Frame& f);
   Step on_signature(const Frame& f);
+  // cephx's key-based exchange (server_auth.cc).
+  Step on_cephx_request(const AuthRequest& req, std::uint32_t con_mode);
+  Step on_auth_request_more(const Frame& f);
+  Step bad_method(std::uint32_t method, std::int32_t result, std::string why);
+  bool daemon_peer() const noexcept { return peer_.type != proto::kEntityTypeClient; }
+  void record(const Frame& f, auth::Bytes& into) const;
+  Step send(Step s, Frame f);
   Step on_client_ident(const Frame& f);
   Step on_reconnect(const Frame& f);
   bool is_my_addr(const EntityAddr& a) const noexcept;
@@ -369,6 +389,19 @@ class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
   SessionIds ids_;
   ClientIdent client_ident_;
   SessionReconnect reconnect_;
+  // Auth: the transcripts cephx signs, and the exchange in progress.
+  proto::FrameRev rev_ = proto::FrameRev::rev1;
+  bool recording_ = false;
+  auth::Bytes tx_;  // banner, HELLO, AUTH_REPLY_MORE/BAD_METHOD, AUTH_DONE: what the client signs
+  auth::Bytes rx_;  // banner, HELLO, AUTH_REQUEST[_MORE]: what we sign
+  std::uint32_t method_ = proto::kAuthMethodNone;
+  bool challenged_ = false;
+  std::uint64_t server_challenge_ = 0;
+  std::uint32_t pending_mode_ = kConModeCrc;
+  std::uint64_t pending_global_id_ = 0;
+  proto::EntityName pending_name_;
+  auth::Bytes entity_secret_;
+  auth::Bytes session_key_;
 };
 
 std::string_view to_string(ClientHandshake::State s) noexcept;

@@ -26,20 +26,36 @@ ServerHandshake::ServerHandshake(LocalIdentity me, NetAddress peer_socket_addr,
                                  HandshakeServices services)
     : me_(std::move(me)), peer_socket_addr_(peer_socket_addr), svc_(std::move(services)) {}
 
-Step ServerHandshake::start() {
+Step ServerHandshake::start() { return start(proto::Banner{}, proto::Negotiated{}); }
+
+Step ServerHandshake::start(const proto::Banner& mine, const proto::Negotiated& n) {
+  rev_ = n.rev;
+  recording_ = true;
+  auto append = [](auth::Bytes& to, const BufferList& bl) {
+    for (const auto& p : bl.ptrs()) {
+      const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
+      to.insert(to.end(), d, d + p.length());
+    }
+  };
+  append(tx_, proto::encode_banner(mine));
+  append(rx_, proto::encode_banner(n.peer));
   EntityAddr seen;  // how we see the peer: its socket address, type MSGR2, nonce 0
   seen.type = AddrType::msgr2;
   seen.addr = peer_socket_addr_;
-  return send_hello(me_.entity_type, seen);
+  Step s = send_hello(me_.entity_type, seen);
+  for (const Frame& f : s.send) record(f, tx_);
+  return s;
 }
 
 Step ServerHandshake::on_frame(const Frame& f) {
+  if (recording_ && (state_ == State::hello_wait || state_ == State::auth_wait)) record(f, rx_);
   switch (state_) {
     case State::hello_wait:
       if (f.tag == Tag::hello) return on_hello(f);
       break;
     case State::auth_wait:
       if (f.tag == Tag::auth_request) return on_auth_request(f);
+      if (f.tag == Tag::auth_request_more) return on_auth_request_more(f);
       break;
     case State::sig_wait:
       if (f.tag == Tag::auth_signature) return on_signature(f);
@@ -73,32 +89,57 @@ Step ServerHandshake::on_auth_request(const Frame& f) {
   AuthRequest req;
   std::string why;
   if (!decode(f, req, why)) return fail(errc::decode_error, std::string(why));
-  Step s;
-  const bool crc_ok = std::find(req.preferred_modes.begin(), req.preferred_modes.end(),
-                                kConModeCrc) != req.preferred_modes.end();
-  if (req.method != proto::kAuthMethodNone || !crc_ok) {
-    AuthBadMethod bad;
-    bad.method = req.method;
-    bad.result = kEOPNOTSUPP;
-    bad.allowed_methods = {proto::kAuthMethodNone};
-    bad.allowed_modes = {kConModeCrc};
-    s.send.push_back(encode(bad));  // stay in auth_wait: the client may try again
-    return s;
-  }
+  const ServerAuth& a = me_.server_auth;
+  const auto& methods = daemon_peer() ? a.cluster_methods : a.service_methods;
+  const auto& modes = daemon_peer() ? a.cluster_modes : a.service_modes;
+  challenged_ = false;
+  const bool known = req.method == proto::kAuthMethodNone || req.method == proto::kAuthMethodCephx;
+  if (!known || std::find(methods.begin(), methods.end(), req.method) == methods.end())
+    return bad_method(req.method, kEOPNOTSUPP,
+                      fmt::format("auth method {} is not allowed from a {} peer", req.method,
+                                  proto::entity_type_name(peer_.type)));
+  // The client's order wins (cephx.md §7): its first mode that we allow.
+  // Auth none has no connection secret, so crc only.
+  std::optional<std::uint32_t> mode;
+  for (const std::uint32_t m : req.preferred_modes)
+    if (std::find(modes.begin(), modes.end(), m) != modes.end() &&
+        (req.method == proto::kAuthMethodCephx || m == kConModeCrc)) {
+      mode = m;
+      break;
+    }
+  if (!mode) return bad_method(req.method, kEOPNOTSUPP, "no connection mode in common with the peer");
+  if (req.method == proto::kAuthMethodCephx) return on_cephx_request(req, *mode);
   auto parsed = proto::AuthNonePayload::decode(req.auth_payload);
   if (!parsed) return fail(errc::decode_error, parsed.error().message());
   const proto::AuthNonePayload& none = *parsed;
   peer_.global_id = none.global_id != 0 ? none.global_id : svc_.new_global_id();
+  peer_.auth_name = none.name;
+  peer_.auth_method = proto::kAuthMethodNone;
   AuthDone done;
   done.global_id = peer_.global_id;
+  Step s;
   s.send.push_back(encode(done));
   s.send.push_back(encode(AuthSignature{}));  // right after AUTH_DONE, as Pacific does
+  recording_ = false;
   state_ = State::sig_wait;
   return s;
 }
 
 Step ServerHandshake::on_signature(const Frame& f) {
-  if (auto fault = check_signature(f)) return *std::move(fault);
+  if (method_ == proto::kAuthMethodCephx) {
+    AuthSignature sig;
+    std::string why;
+    if (!decode(f, sig, why)) return fail(errc::decode_error, std::move(why));
+    const auth::Sha256 want = auth::hmac_sha256(session_key_, tx_);
+    if (!std::equal(want.begin(), want.end(), sig.sha256.begin()))
+      return fail(errc::bad_signature, fmt::format("the AUTH_SIGNATURE of {} does not match what we sent "
+                                                   "(tampered pre-auth frames?)",
+                                                   peer_.auth_name.to_string()));
+    tx_.clear();
+    rx_.clear();
+  } else if (auto fault = check_signature(f)) {
+    return *std::move(fault);
+  }
   state_ = State::ident_wait;
   return {};
 }

@@ -24,6 +24,10 @@ std::size_t FrameStream::banner_bytes_wanted() const noexcept {
 
 FrameStream::Fed FrameStream::feed(BufferList&& bytes) {
   if (error_) return Fed::error;
+  if (secure_rx_) {
+    if (!bytes.empty()) secure_rx_->feed(std::move(bytes));
+    return Fed::more;
+  }
   if (decoder_) {
     if (!bytes.empty()) decoder_->feed(std::move(bytes));
     return Fed::more;
@@ -53,8 +57,43 @@ FrameStream::Fed FrameStream::feed(BufferList&& bytes) {
 }
 
 proto::FrameDecoder::Status FrameStream::next(proto::Frame& out) {
+  if (secure_rx_) return secure_rx_->next(out);
   if (!decoder_) return proto::FrameDecoder::Status::need_more;
   return decoder_->next(out);
+}
+
+bool FrameStream::encode(const proto::Frame& frame, BufferList& out, std::string& why) {
+  if (secure_tx_) return secure_tx_->encode(frame, out, why);
+  out.append(proto::encode_frame(frame, negotiated_.rev));
+  return true;
+}
+
+std::size_t FrameStream::encoded_length(const proto::Frame& frame) const noexcept {
+  return secure_tx_ ? auth::SecureFrameEncoder::encoded_length(frame)
+                    : proto::encoded_length(frame, negotiated_.rev);
+}
+
+std::error_code FrameStream::start_secure(auth::ByteView connection_secret, bool connecting, std::string& why) {
+  if (!decoder_) {
+    why = "secure mode asked for before the banner exchange";
+    return errc::internal_error;
+  }
+  if (secure_tx_) {
+    why = "secure mode asked for twice";
+    return errc::internal_error;
+  }
+  if (negotiated_.rev != proto::FrameRev::rev1) {
+    why = "secure mode over msgr2 rev0 (a peer without msgr2.1) is not implemented; use crc mode "
+          "(ms_*_mode = crc) with this peer";
+    return errc::not_supported;
+  }
+  auto keys = auth::SecureKeys::from_secret(connection_secret, connecting, why);
+  if (!keys) return errc::auth_failed;
+  secure_tx_.emplace(*keys);
+  secure_rx_.emplace(*keys, limits_);
+  // Bytes already read past the last plaintext frame are ciphertext.
+  if (BufferList rest = decoder_->take_rest(); !rest.empty()) secure_rx_->feed(std::move(rest));
+  return {};
 }
 
 void FrameStream::hold_early(proto::Frame&& frame) {
@@ -70,6 +109,8 @@ std::vector<proto::Frame> FrameStream::take_early() noexcept {
 void FrameStream::reset() noexcept {
   banner_buf_.clear();
   decoder_.reset();
+  secure_rx_.reset();
+  secure_tx_.reset();
   early_.clear();
   early_bytes_ = 0;
 }

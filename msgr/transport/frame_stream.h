@@ -12,6 +12,12 @@
 // unencoded (hold_early) and go out first, in order, once it is known
 // (take_early); early_bytes() is their rev0 length, the longer encoding, so a
 // queue estimate never under-reports.
+//
+// Secure mode (cephx.md §6): once the session layer agreed on it, the
+// stream switches, between two frames, to AES-GCM both ways (start_secure):
+// encode() encrypts every frame from then on, and the bytes after the last
+// plaintext frame go to a secure decoder. The stacks call encode() for every
+// frame, so neither knows which mode it carries.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +26,7 @@
 #include <system_error>
 #include <vector>
 
+#include "msgr/auth/secure_frames.h"
 #include "msgr/base/buffer.h"
 #include "msgr/proto/frame.h"
 
@@ -51,13 +58,34 @@ class FrameStream {
 
   // The next whole frame (after the banner). need_more before it.
   proto::FrameDecoder::Status next(proto::Frame& out);
-  std::error_code decoder_error() const noexcept { return decoder_ ? decoder_->error() : std::error_code{}; }
+  std::error_code decoder_error() const noexcept {
+    return secure_rx_ ? secure_rx_->error() : decoder_ ? decoder_->error() : std::error_code{};
+  }
   std::string_view decoder_error_reason() const noexcept {
-    return decoder_ ? decoder_->error_reason() : std::string_view{};
+    return secure_rx_ ? secure_rx_->error_reason() : decoder_ ? decoder_->error_reason() : std::string_view{};
   }
   // Read-size hint and bytes buffered inside a frame (0 before the banner).
-  std::size_t bytes_wanted() const noexcept { return decoder_ ? decoder_->bytes_wanted() : 0; }
-  std::size_t buffered() const noexcept { return decoder_ ? decoder_->buffered() : 0; }
+  std::size_t bytes_wanted() const noexcept {
+    return secure_rx_ ? secure_rx_->bytes_wanted() : decoder_ ? decoder_->bytes_wanted() : 0;
+  }
+  std::size_t buffered() const noexcept {
+    return secure_rx_ ? secure_rx_->buffered() : decoder_ ? decoder_->buffered() : 0;
+  }
+
+  // --- outbound, after the banner exchange
+  // The wire bytes of `frame` (encrypted in secure mode) appended to `out`;
+  // false with `why` when secure mode ran out of nonces.
+  bool encode(const proto::Frame& frame, BufferList& out, std::string& why);
+  std::size_t encoded_length(const proto::Frame& frame) const noexcept;
+
+  // --- secure mode
+  // From the next frame on, both ways: AES-GCM with keys cut from
+  // `connection_secret` (the connecting side sends with nonce B). Call it
+  // between frames: after the last plaintext frame was taken from next()
+  // and sent with encode(). Fails (with why) before the banner, on a rev0
+  // stream, with a short secret, or when already secure.
+  std::error_code start_secure(auth::ByteView connection_secret, bool connecting, std::string& why);
+  bool secure() const noexcept { return secure_tx_.has_value(); }
 
   // --- outbound, before the banner exchange
   void hold_early(proto::Frame&& frame);
@@ -75,6 +103,8 @@ class FrameStream {
   BufferList banner_buf_;
   proto::Negotiated negotiated_{};
   std::optional<proto::FrameDecoder> decoder_;
+  std::optional<auth::SecureFrameDecoder> secure_rx_;
+  std::optional<auth::SecureFrameEncoder> secure_tx_;
   std::error_code error_{};
   std::string reason_;
   std::vector<proto::Frame> early_;

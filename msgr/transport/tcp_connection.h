@@ -122,6 +122,7 @@ class TcpConnection final : public Connection {
   }
   void pause_receive(bool paused) override;
   void close() override;
+  std::error_code start_secure(std::span<const std::uint8_t> connection_secret, std::string& why) override;
   Worker& worker() noexcept override { return *worker_; }
   const NetAddress& peer_address() const noexcept override { return peer_; }
   const NetAddress& local_address() const noexcept override { return local_; }

@@ -33,7 +33,16 @@ std::error_code TcpConnection::send(proto::Frame&& frame) {
   if (state_ == State::closed) return errc::not_connected;
   ++stats_.frames_sent;
   if (state_ == State::established) {
-    enqueue(proto::encode_frame(frame, stream_.rev()));
+    BufferList wire;
+    std::string why;
+    if (!stream_.encode(frame, wire, why)) {
+      // Secure mode ran out of nonces: this connection is done (the
+      // session reconnects with fresh keys). Faulted from the event loop,
+      // never inside the caller's send().
+      boost::asio::post(worker_->io(), [self = self(), why] { self->fault(errc::resource_exhausted, why); });
+      return errc::resource_exhausted;
+    }
+    enqueue(std::move(wire));
     schedule_flush();
   } else {
     // The revision is decided by the banners: encode once it is known. rev0
@@ -101,6 +110,15 @@ void TcpConnection::on_write(const boost::system::error_code& ec, std::size_t n)
     backpressure_ = false;
     handler_->on_writable();
   }
+}
+
+std::error_code TcpConnection::start_secure(std::span<const std::uint8_t> secret, std::string& why) {
+  assert_on_worker();
+  if (state_ != State::established) {
+    why = "secure mode asked for on a connection that is not established";
+    return errc::not_connected;
+  }
+  return stream_.start_secure(secret, client_, why);
 }
 
 // ---------------------------------------------------------------------------

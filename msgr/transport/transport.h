@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -114,6 +115,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   virtual void pause_receive(bool paused) = 0;
   // Closes at once; no handler callbacks after it returns. Idempotent.
   virtual void close() = 0;
+  // Secure mode (cephx.md §6): every frame sent after this call, and every
+  // frame received after the last one already delivered, is AES-GCM
+  // encrypted with keys cut from `connection_secret` (the connecting side
+  // sends with nonce B). The session layer calls it between frames, on the
+  // worker, once cephx agreed on secure mode. An error (with `why`) when
+  // this connection cannot (not established, msgr2 rev0, a short secret).
+  virtual std::error_code start_secure(std::span<const std::uint8_t> connection_secret, std::string& why) = 0;
 
   virtual Worker& worker() noexcept = 0;
   virtual const NetAddress& peer_address() const noexcept = 0;

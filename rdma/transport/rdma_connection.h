@@ -39,6 +39,7 @@ class RdmaConnection final : public transport::Connection {
   }
   void pause_receive(bool paused) override;
   void close() override;
+  std::error_code start_secure(std::span<const std::uint8_t> connection_secret, std::string& why) override;
   transport::Worker& worker() noexcept override;
   const NetAddress& peer_address() const noexcept override { return peer_; }
   // The QP, credits and transfers for `messenger dump` (on the worker).

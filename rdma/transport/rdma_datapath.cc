@@ -217,13 +217,22 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
     return {};
   }
   const std::size_t data_len = frame.segments[3].length();
-  BufferList wire = proto::encode_frame(frame, stream_.rev());
+  BufferList wire;
+  std::string why;
+  if (!stream_.encode(frame, wire, why)) {
+    // Secure mode ran out of nonces: this connection is done.
+    fault(errc::resource_exhausted, why);
+    return errc::resource_exhausted;
+  }
   worker_.counters().tx_messages.add(1);
   worker_.counters().tx_bytes.add(wire.length());
   worker_.perf().inc(transport::l_msgr_send_bytes, wire.length());
   bool queued = false;
-  if (frame.tag == proto::Tag::message && zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) &&
-      data_len <= peer_info_.max_read) {
+  // Secure mode sends every byte through SENDs: the data segment is
+  // ciphertext inside the last GCM message, with no offset of its own for a
+  // peer to READ (and plaintext never sits in a region the peer can read).
+  if (frame.tag == proto::Tag::message && !stream_.secure() &&
+      zero_copy_applies(shared_.opts.zero_copy_threshold, data_len) && data_len <= peer_info_.max_read) {
     const std::size_t off = proto::segment_offset(frame, stream_.rev(), 3);
     queued = !queue_bulk(frame, std::move(wire), off);
     if (!queued) wire = proto::encode_frame(frame, stream_.rev());
@@ -602,6 +611,15 @@ void RdmaConnection::drain_inbound() {
     feed(std::move(bytes));
   }
   pump();
+}
+
+std::error_code RdmaConnection::start_secure(std::span<const std::uint8_t> secret, std::string& why) {
+  SIPHON_ASSERT_ON_WORKER(worker_);
+  if (!open() || !stream_.banner_done()) {
+    why = "secure mode asked for on a connection that is not established";
+    return errc::not_connected;
+  }
+  return stream_.start_secure(secret, client_, why);
 }
 
 void RdmaConnection::feed(BufferList&& bytes) {

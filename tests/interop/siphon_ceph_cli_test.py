@@ -186,16 +186,16 @@ def main():
                 rc, _, err = x.ceph("fsid")
                 expect(rc == 0, f"ceph with cephx: exit {rc}: {err}")
                 # The keyring from ceph.conf (keyring = DIR/keyring), then given
-                # as ceph's tools take it. Default modes (secure crc): Siphon
-                # offers crc, which the mon allows.
+                # as ceph's tools take it. Default modes (secure crc): secure.
                 same_json(x, ["status", "-f", "json"], STATUS_VOLATILE)
                 rc, out, err = x.siphon("-k", keyring, "-n", "client.admin", "--debug-ms", "5",
                                         "mon", "dump", "-f", "json")
                 expect(rc == 0, f"siphon-ceph -k -n: exit {rc}: {err}")
-                expect("auth cephx, crc mode" in err, "no cephx session in the log")
+                expect("auth cephx, secure mode" in err, "no secure cephx session in the log")
                 expect(json.loads(out) == json.loads(x.ceph("mon", "dump", "-f", "json")[1]), "mon dump")
-                rc, out, err = x.siphon("--ms_mon_client_mode", "crc", "--keyring", keyring, "fsid")
+                rc, out, err = x.siphon("--ms_mon_client_mode", "crc", "--keyring", keyring, "--debug-ms", "5", "fsid")
                 expect(rc == 0, f"ms_mon_client_mode = crc: exit {rc}: {err}")
+                expect("auth cephx, crc mode" in err, "no crc cephx session in the log")
                 # A wrong key for client.admin: refused, naming entity and keyring.
                 wrong = os.path.join(xdir, "wrong.keyring")
                 with open(wrong, "w") as f:
@@ -218,7 +218,34 @@ def main():
             finally:
                 subprocess.run([FIXTURE, "stop", xdir], timeout=60)
 
-        c.check("a cephx mon: status as ceph, -k/-n, crc mode; wrong/missing key refused clearly", cephx_mon)
+        c.check("a cephx mon: status as ceph, -k/-n, secure and crc mode; wrong/missing key refused clearly",
+                cephx_mon)
+
+        def secure_only_mon():
+            sdir = os.path.join(tmp, "secure")
+            p = subprocess.run([FIXTURE, "start", sdir, "--cephx", "--conf", "ms_mon_service_mode = secure",
+                                "--conf", "ms_mon_cluster_mode = secure"], stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, timeout=120)
+            try:
+                expect(p.returncode == 0, f"the secure-only mon did not start: {p.stdout.decode()}")
+                conf = os.path.join(sdir, "ceph.conf")
+                os.chmod(os.path.join(sdir, "keyring"), 0o600)
+                x = Checks(conf, None)
+                # Every byte after AUTH_DONE is AES-GCM: status, the map
+                # commands and a long JSON reply all come back as ceph's.
+                same_json(x, ["status", "-f", "json"], STATUS_VOLATILE)
+                same_json(x, ["mon", "dump", "-f", "json"], [])
+                rc, out, err = x.siphon("--debug-ms", "5", "health")
+                expect(rc == 0 and "auth cephx, secure mode" in err, f"health: exit {rc}: {err}")
+                # crc only: the mon allows no common mode, and Siphon says so.
+                rc, out, err = x.siphon("--ms_mon_client_mode", "crc", "status", timeout=30)
+                expect(rc != 0 and out == "", f"crc against a secure-only mon: exit {rc}, output {out!r}")
+                expect("no common connection mode" in err and "ms_mon_client_mode" in err, err)
+            finally:
+                subprocess.run([FIXTURE, "stop", sdir], timeout=60)
+
+        c.check("a secure-only cephx mon: status, mon dump, health in secure mode; crc refused clearly",
+                secure_only_mon)
         print(f"{c.passed} passed, {c.failed} failed")
         return 0 if c.failed == 0 else 1
     finally:

@@ -19,11 +19,11 @@ LAYERS = {
     # Perf counters (Ceph's model): any layer above base may register loggers.
     "siphon_perf": (["msgr/perf"], ["siphon_base"]),
     "siphon_proto": (["msgr/proto"], ["siphon_base"]),
-    "siphon_transport": (["msgr/transport"], ["siphon_proto", "siphon_perf"]),
+    "siphon_transport": (["msgr/transport"], ["siphon_proto", "siphon_perf", "siphon_auth"]),
     # The session layer is pure (events in, actions out): it needs the codec,
     # not the transport; msgr/api drives both.
     # cephx and secure-mode crypto (OpenSSL); pure bytes in, bytes out.
-    "siphon_auth": (["msgr/auth"], ["siphon_base"]),
+    "siphon_auth": (["msgr/auth"], ["siphon_base", "siphon_proto"]),
     "siphon_session": (["msgr/session"], ["siphon_proto", "siphon_auth"]),
     "siphon_api": (["msgr/api"], ["siphon_session", "siphon_transport"]),
     # The admin socket: Ceph's wire format, the command registry, the

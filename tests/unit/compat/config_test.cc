@@ -1,6 +1,7 @@
 // Config: precedence and sources, sections, $ expansion, diagnostics, the
 // command line and environment, and the [ms] snippet from issue 8.
 #include "compat/config.h"
+#include "compat/keyring.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
@@ -475,9 +476,8 @@ TEST(Config, UnimplementedOptionsWarnWhenSet) {
   EXPECT_TRUE(has_diag(d, Severity::warning, 6, 1, "ms_async_rdma_cm = false has no effect: Siphon always sets up"));
   EXPECT_TRUE(has_diag(d, Severity::warning, 7, 1, "ms_inject_delay_type = osd: Siphon does not filter by entity "
                                                   "type"));
-  EXPECT_TRUE(has_diag(d, Severity::warning, 8, 1, "ms_cluster_mode = secure crc: secure mode is not available "
-                                                  "in Siphon; connections use crc"));
-  EXPECT_FALSE(find_diag(d, Severity::warning, "ms_client_mode")) << "crc first: nothing to say";
+  EXPECT_FALSE(find_diag(d, Severity::warning, "ms_cluster_mode")) << "secure mode exists: nothing to say";
+  EXPECT_FALSE(find_diag(d, Severity::warning, "ms_client_mode"));
   // The defaults (and values equal to them) are silent.
   Diagnostics quiet;
   load("[global]\nms_crc_data = true\nms_tcp_prefetch_max_size = 4096\nms_async_rdma_cm = true\n",
@@ -485,16 +485,21 @@ TEST(Config, UnimplementedOptionsWarnWhenSet) {
   EXPECT_EQ(quiet.all().size(), 0u) << quiet.to_string();
 }
 
-// Siphon speaks crc mode only: a mode list without crc cannot connect to
-// anything, so it is a setup error rather than a silent crc connection.
-TEST(Config, ModeListsWithoutCrcAreErrors) {
+// Secure mode exists: a list of secure alone is accepted, as in Ceph, and
+// becomes the modes offered in that order; a word that is no mode is an
+// error naming the accepted ones.
+TEST(Config, ModeListsAreCephs) {
   for (const char* o : {"ms_client_mode", "ms_cluster_mode", "ms_service_mode", "ms_mon_client_mode",
                         "ms_mon_cluster_mode", "ms_mon_service_mode"}) {
     Diagnostics d;
     load(fmt::format("[global]\n{} = secure\n", o), "client.admin", d);
-    EXPECT_TRUE(has_diag(d, Severity::error, 2, 0, "Siphon implements crc mode only")) << o << ": " << d.to_string();
-    EXPECT_TRUE(find_diag(d, Severity::error, "add crc to the list")) << d.to_string();
+    EXPECT_FALSE(d.has_errors()) << o << ": " << d.to_string();
+    Diagnostics bad;
+    load(fmt::format("[global]\n{} = secure fast\n", o), "client.admin", bad);
+    EXPECT_TRUE(bad.has_errors()) << o;
   }
+  EXPECT_EQ(mode_list("secure crc"), (std::vector<std::uint32_t>{proto::kConModeSecure, proto::kConModeCrc}));
+  EXPECT_EQ(mode_list("crc, secure crc"), (std::vector<std::uint32_t>{proto::kConModeCrc, proto::kConModeSecure}));
 }
 
 // Siphon's daemons speak auth none only. A daemon configured to require
