@@ -4,7 +4,10 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <new>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -143,7 +146,7 @@ std::shared_ptr<Logger> LoggerBuilder::create() {
     }
     impl->infos.push_back(*infos_[i]);
   }
-  impl->storage = std::make_unique<detail::Slot[]>(n + 2 * detail::kPadSlots);
+  impl->storage = detail::make_slots(n + 2 * detail::kPadSlots);
   impl->base = std::make_unique<detail::Baseline[]>(n);
   impl->hist.resize(n);
   impl->hist_base.resize(n);
@@ -199,14 +202,27 @@ inline void avg_add(detail::Slot& s, std::uint64_t v, bool shared) noexcept {
 
 namespace detail {
 std::pair<std::uint64_t, std::uint64_t> read_pair(const Slot& s) noexcept {
-  std::uint64_t sum = 0, done = 0;
-  for (int tries = 0; tries < 1000; ++tries) {
-    done = s.count.load(std::memory_order_acquire);
-    sum = s.v.load(relaxed);
+  // Until consistent: an update is a few instructions, so a reader (a dump,
+  // never the data path) waits at most a writer's burst; it yields after a
+  // while so a writer on the same CPU can finish.
+  for (unsigned tries = 0;; ++tries) {
+    const std::uint64_t done = s.count.load(std::memory_order_acquire);
+    const std::uint64_t sum = s.v.load(relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (s.begun.load(relaxed) == done) break;
+    if (s.begun.load(relaxed) == done) return {sum, done};
+    if (tries >= 64) std::this_thread::yield();
   }
-  return {sum, done};
+}
+
+void FreeSlots::operator()(Slot* p) const noexcept { std::free(p); }
+
+SlotArray make_slots(std::size_t n) {
+  const std::size_t bytes = (n * sizeof(Slot) + 63) / 64 * 64;
+  void* mem = std::aligned_alloc(64, bytes);
+  if (mem == nullptr) throw std::bad_alloc();
+  auto* s = static_cast<Slot*>(mem);
+  for (std::size_t i = 0; i < n; ++i) new (&s[i]) Slot();  // trivially destructible: free() suffices
+  return SlotArray(s);
 }
 }  // namespace detail
 

@@ -88,7 +88,10 @@ struct Value {
 class Logger;
 
 // Registers counters with dense indices [first, last) chosen by the caller
-// (an enum), as Ceph's PerfCountersBuilder does.
+// (an enum). Unlike Ceph's PerfCountersBuilder, where `first` is a
+// placeholder and counters are (first, last), every index of [first, last)
+// must be added: an enum `l_x_first = N, l_a, l_b, l_x_last` is built with
+// LoggerBuilder(name, l_x_first + 1, l_x_last).
 class LoggerBuilder {
  public:
   LoggerBuilder(std::string name, int first, int last);

@@ -13,17 +13,29 @@
 namespace siphon::perf::detail {
 
 // One counter's memory. `v` is the value, or an average's sum; `begun` and
-// `count` bracket an average's updates (a sequence lock).
+// `count` bracket an average's updates (a sequence lock). 32 bytes in an
+// array aligned to 64: a slot never straddles two cache lines, so a reader's
+// three loads see one line (a straddling slot made consistent reads rare
+// while a writer was busy).
 struct Slot {
   std::atomic<std::uint64_t> v{0};
   std::atomic<std::uint64_t> count{0};
   std::atomic<std::uint64_t> begun{0};
+  std::atomic<std::uint64_t> unused{0};
 };
-static_assert(sizeof(Slot) == 24);
-// Slots either side of a logger's array (3 × 24 bytes ≥ one cache line), so
+static_assert(sizeof(Slot) == 32);
+// Slots either side of a logger's array (2 × 32 bytes = one cache line), so
 // no two loggers' counters share a line; the same for histogram cells.
-inline constexpr std::size_t kPadSlots = 3;
+inline constexpr std::size_t kPadSlots = 2;
 inline constexpr std::size_t kPadCells = 8;
+
+// Frees a slot array made by make_slots() (aligned_alloc; not over-aligned
+// new, which trips TSan's allocator in clang 14).
+struct FreeSlots {
+  void operator()(Slot* p) const noexcept;
+};
+using SlotArray = std::unique_ptr<Slot[], FreeSlots>;
+SlotArray make_slots(std::size_t n);
 
 // What `perf reset` moved the zero to (readers subtract it).
 struct Baseline {
@@ -45,7 +57,7 @@ struct Logger::Impl {
   int first = 0, last = 0;
   bool shared = false;
   std::vector<CounterInfo> infos;  // [idx - first]
-  std::unique_ptr<detail::Slot[]> storage;  // kPadSlots + n + kPadSlots
+  detail::SlotArray storage;  // kPadSlots + n + kPadSlots
   std::unique_ptr<detail::Baseline[]> base;
   std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> hist;       // padded cells, [x * ny + y]
   std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> hist_base;  // unpadded

@@ -67,7 +67,8 @@ TEST_F(KeyringFiles, DashKOnTheCommandLine) {
   EXPECT_EQ(a.methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx, proto::kAuthMethodNone}));
   EXPECT_EQ(a.secret.size(), 16u);
   EXPECT_EQ(a.key_source, "keyring " + p);
-  EXPECT_EQ(a.mon_modes, (std::vector<std::uint32_t>{proto::kConModeCrc}));
+  // Ceph's ms_mon_client_mode default, "secure crc", in its order.
+  EXPECT_EQ(a.mon_modes, (std::vector<std::uint32_t>{proto::kConModeSecure, proto::kConModeCrc}));
 }
 
 TEST_F(KeyringFiles, KeyAndKeyfileWin) {
