@@ -16,6 +16,7 @@
 
 #include "msgr/auth/cephx.h"
 #include "msgr/session/handshake.h"
+#include "msgr/session/transcript.h"
 
 namespace siphon::session {
 namespace {
@@ -41,22 +42,11 @@ std::string join(const std::vector<std::uint32_t>& v, F name) {
 bool contains(const std::vector<std::uint32_t>& v, std::uint32_t x) {
   return std::find(v.begin(), v.end(), x) != v.end();
 }
-auth::Bytes bytes_of(const BufferList& bl) {
-  auth::Bytes out;
-  out.reserve(bl.length());
-  for (const auto& p : bl.ptrs()) {
-    const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
-    out.insert(out.end(), d, d + p.length());
-  }
-  return out;
-}
+using detail::bytes_of;
 
 }  // namespace
 
-void ClientHandshake::record(const Frame& f, auth::Bytes& into) const {
-  const auth::Bytes b = bytes_of(proto::encode_frame(f, rev_));
-  into.insert(into.end(), b.begin(), b.end());
-}
+void ClientHandshake::record(const Frame& f, auth::Bytes& into) const { detail::append_encoded(f, rev_, into); }
 
 Step ClientHandshake::send(Step s, Frame f) {
   if (recording_) record(f, tx_);

@@ -20,28 +20,18 @@
 
 #include "msgr/auth/cephx.h"
 #include "msgr/session/handshake.h"
+#include "msgr/session/transcript.h"
 
 namespace siphon::session {
 namespace {
 
 constexpr std::int32_t kEACCES = -13;
 
-auth::Bytes bytes_of(const BufferList& bl) {
-  auth::Bytes out;
-  out.reserve(bl.length());
-  for (const auto& p : bl.ptrs()) {
-    const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
-    out.insert(out.end(), d, d + p.length());
-  }
-  return out;
-}
+using detail::bytes_of;
 
 }  // namespace
 
-void ServerHandshake::record(const Frame& f, auth::Bytes& into) const {
-  const auth::Bytes b = bytes_of(proto::encode_frame(f, rev_));
-  into.insert(into.end(), b.begin(), b.end());
-}
+void ServerHandshake::record(const Frame& f, auth::Bytes& into) const { detail::append_encoded(f, rev_, into); }
 
 Step ServerHandshake::send(Step s, Frame f) {
   if (recording_) record(f, tx_);
