@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "msgr/session/handshake.h"
+#include "msgr/session/transcript.h"
 
 namespace siphon::session {
 
@@ -45,14 +46,8 @@ Step ClientHandshake::start() { return start(proto::Banner{}, proto::Negotiated{
 Step ClientHandshake::start(const proto::Banner& mine, const proto::Negotiated& n) {
   rev_ = n.rev;
   recording_ = true;
-  auto append = [](auth::Bytes& to, const BufferList& bl) {
-    for (const auto& p : bl.ptrs()) {
-      const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
-      to.insert(to.end(), d, d + p.length());
-    }
-  };
-  append(tx_, proto::encode_banner(mine));
-  append(rx_, proto::encode_banner(n.peer));
+  detail::append_bytes(tx_, proto::encode_banner(mine));
+  detail::append_bytes(rx_, proto::encode_banner(n.peer));
   Step s = send_hello(me_.entity_type, target_);
   for (const Frame& f : s.send) record(f, tx_);
   return s;

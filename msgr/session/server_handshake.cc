@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "msgr/session/handshake.h"
+#include "msgr/session/transcript.h"
 
 namespace siphon::session {
 
@@ -31,14 +32,8 @@ Step ServerHandshake::start() { return start(proto::Banner{}, proto::Negotiated{
 Step ServerHandshake::start(const proto::Banner& mine, const proto::Negotiated& n) {
   rev_ = n.rev;
   recording_ = true;
-  auto append = [](auth::Bytes& to, const BufferList& bl) {
-    for (const auto& p : bl.ptrs()) {
-      const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
-      to.insert(to.end(), d, d + p.length());
-    }
-  };
-  append(tx_, proto::encode_banner(mine));
-  append(rx_, proto::encode_banner(n.peer));
+  detail::append_bytes(tx_, proto::encode_banner(mine));
+  detail::append_bytes(rx_, proto::encode_banner(n.peer));
   EntityAddr seen;  // how we see the peer: its socket address, type MSGR2, nonce 0
   seen.type = AddrType::msgr2;
   seen.addr = peer_socket_addr_;

@@ -21,6 +21,13 @@ inline auth::Bytes bytes_of(const BufferList& bl) {
   return out;
 }
 
+inline void append_bytes(auth::Bytes& to, const BufferList& bl) {
+  for (const auto& p : bl.ptrs()) {
+    const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
+    to.insert(to.end(), d, d + p.length());
+  }
+}
+
 inline void append_encoded(const proto::Frame& f, proto::FrameRev rev, auth::Bytes& into) {
   const auth::Bytes b = bytes_of(proto::encode_frame(f, rev));
   into.insert(into.end(), b.begin(), b.end());
