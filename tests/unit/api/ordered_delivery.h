@@ -15,6 +15,7 @@
 #include <string>
 
 #include "messenger_pair.h"
+#include "messenger_state.h"
 #include "msgr_test_util.h"
 
 namespace siphon::test {
@@ -115,7 +116,12 @@ inline void send_one_way(MessengerPair& run, std::shared_ptr<transport::Stack> s
     v.pace(i, pace);
     ASSERT_FALSE(con->send_message(make(i)));
   }
-  v.expect_all(count, v.wait_all(count, finish));
+  const bool done = v.wait_all(count, finish);
+  if (!done) {
+    print_messenger_state("client", *run.client);
+    print_messenger_state("server", *run.server);
+  }
+  v.expect_all(count, done);
 }
 
 }  // namespace siphon::test

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "messenger_pair.h"
+#include "messenger_state.h"
 #include "msgr_test_util.h"
 #include "ordered_delivery.h"
 #ifdef SIPHON_TEST_RDMA
@@ -189,7 +190,12 @@ TEST(SecureSession, EveryReconnectIsSecureAgain) {
   m.client = client_on(stack_with({60, 0, 5}), v, 7);
   ConnectionRef con = m.client->connect_to(entity_type::osd, m.server->get_myaddrs());
   ASSERT_NO_FATAL_FAILURE(send_all(con, v, kCount));
-  v.expect_all(kCount, v.wait_all(kCount, std::chrono::seconds(240)));
+  const bool done = v.wait_all(kCount, std::chrono::seconds(240));
+  if (!done) {
+    print_messenger_state("client", *m.client);
+    print_messenger_state("server", *m.server);
+  }
+  v.expect_all(kCount, done);
   const auto cs = m.client->stats();
   std::printf("[ secure ] %" PRIu64 " echoes in order over %" PRIu64 " client faults, %" PRIu64 " reconnects\n",
               kCount, cs.faults, cs.reconnects);
@@ -217,8 +223,15 @@ TEST(SecureSession, TamperedCiphertextFaultsOnlyThatConnection) {
   std::thread tb([&] { send_all(b, vb, kCount); });
   ASSERT_NO_FATAL_FAILURE(send_all(a, va, kCount));
   tb.join();
-  va.expect_all(kCount, va.wait_all(kCount, std::chrono::seconds(240)));
-  vb.expect_all(kCount, vb.wait_all(kCount, std::chrono::seconds(240)));
+  const bool a_done = va.wait_all(kCount, std::chrono::seconds(240));
+  const bool b_done = vb.wait_all(kCount, std::chrono::seconds(240));
+  if (!a_done || !b_done) {
+    print_messenger_state("client A", *m.client);
+    print_messenger_state("client B", *client_b);
+    print_messenger_state("server", *m.server);
+  }
+  va.expect_all(kCount, a_done);
+  vb.expect_all(kCount, b_done);
   const auto as = m.client->stats();
   const auto bs = client_b->stats();
   std::printf("[ secure ] client A: %" PRIu64 " frames failed their GCM tag, %" PRIu64 " crc errors, %" PRIu64
@@ -249,7 +262,10 @@ TEST(SecureSession, AWrongKeyIsRefusedAndCounted) {
   m.client->add_dispatcher_tail(&v);
   m.client->start();
   ConnectionRef con = m.client->connect_to(entity_type::osd, m.server->get_myaddrs());
-  ASSERT_FALSE(con->send_message(make(1)));
+  // connect_to() dials at once, so on a busy machine the refusal can close
+  // this lossy connection before the message is offered: send_message() may
+  // then refuse it, which is as right as queueing it.
+  (void)con->send_message(make(1));
   ASSERT_TRUE(eventually([&] { return m.server->stats().auth_refused > 0; }));
   ASSERT_TRUE(eventually([&] { return con->last_fault().code == make_error_code(errc::auth_failed); }))
       << con->last_fault().reason;
