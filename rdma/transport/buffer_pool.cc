@@ -297,4 +297,12 @@ BufferPtr BufferPool::wrap(PoolBuffer* buf, std::size_t len) noexcept {
   return BufferPtr(&buf->segment_, 0, len);
 }
 
+// A segment with an owner and region keys is a PoolBuffer's: the pools are
+// the only code that gives a Segment an owner (the PoolBuffer constructor
+// above); heap segments have neither.
+bool BufferPool::owns(const Segment& seg) const noexcept {
+  if (seg.owner() == nullptr || seg.keys() == nullptr) return false;
+  return static_cast<const PoolBuffer*>(seg.owner())->pool_ == this;
+}
+
 }  // namespace siphon::rdma

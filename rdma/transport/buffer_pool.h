@@ -152,6 +152,9 @@ class BufferPool {
   // Wraps [0, len) of a buffer: the buffer returns to the pool when the last
   // reference to it drops, on whatever thread that happens.
   static BufferPtr wrap(PoolBuffer* buf, std::size_t len) noexcept;
+  // Whether `seg` is one of this pool's buffers (e.g. received data that an
+  // application sends on: rdma_transfer.cc, queue_bulk).
+  bool owns(const Segment& seg) const noexcept;
 
   const PoolConfig& config() const noexcept { return config_; }
   std::size_t buffer_size() const noexcept { return config_.buffer_size; }

@@ -54,7 +54,7 @@ class Counter {
   X(credits_spent) X(credits_returned) X(credit_updates_sent) X(credit_stalls)                             \
   X(rnr_events) X(wc_errors) X(wc_flushed) X(wc_retry_exceeded) X(wc_remote_access) X(wc_other_errors)     \
   X(zero_copy_transfers) X(zero_copy_bytes) X(tx_copied_bytes) X(rdma_reads) X(transfer_registrations)     \
-  X(transfer_windows) X(send_buffer_stalls) X(credit_violations) X(header_crc_errors) X(cq_polls)          \
+  X(transfer_windows) X(zero_copy_pool_copies) X(send_buffer_stalls) X(credit_violations) X(header_crc_errors) X(cq_polls)          \
   X(cq_polls_empty) X(cq_completions) X(cq_events) X(connection_faults)
 // Data path, a time: the sum of the stalls' durations in ns.
 #define SIPHON_RDMA_DATA_TIMES(X) X(credit_stall_ns)
@@ -78,6 +78,9 @@ struct RdmaCounters {
   C zero_copy_transfers, zero_copy_bytes, tx_copied_bytes;
   C rdma_reads, transfer_registrations;
   C transfer_windows;  // memory windows bound for zero-copy sends (connection-scoped rkeys)
+  // Zero-copy sends whose data was in our own receive pool (sent on as
+  // received, e.g. an echo): copied out of the pool first (queue_bulk).
+  C zero_copy_pool_copies;
   C send_buffer_stalls;
   C srq_refusals;  // connections refused: their worker's SRQ was fully reserved
   // Connections faulted because the peer broke the credit protocol: a data

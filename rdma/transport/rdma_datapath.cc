@@ -568,7 +568,18 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
     if (e->kind == WrCtx::Kind::send) {
       shared_.send_pool->put(e->buf, &worker_.send_cache());
     } else if (e->kind == WrCtx::Kind::read && e->transfer != nullptr) {
-      --e->transfer->reads_outstanding;
+      InTransfer& t = *e->transfer;
+      --t.reads_outstanding;
+      // Every READ of the transfer done: the data is in our pool, and the
+      // peer's registrations can go now -- not when the frame reaches the
+      // head of inq_ and we are not paused. Tying read_done to delivery kept
+      // the peer's data pinned while we were paused or an older transfer
+      // waited for pool room, so two peers could each wait for the other's
+      // read_done (issue 19).
+      if (wc.status == WcStatus::success && t.ready() && !t.done_queued) {
+        t.done_queued = true;
+        outq_.push_front(OutItem::control(OutItem::Kind::read_done, t.id));
+      }
     }
     free_ctx(e);
     if (e == ctx) break;
@@ -603,7 +614,7 @@ void RdmaConnection::drain_inbound() {
       if (!item.transfer->ready()) break;
       for (auto& [buf, len] : item.transfer->chunks) bytes.append(BufferPool::wrap(buf, len));
       item.transfer->chunks.clear();
-      outq_.push_front(OutItem::control(OutItem::Kind::read_done, item.transfer->id));
+      // Its read_done went when the last READ completed (on_send_queue_completion).
     } else {
       bytes = std::move(item.bytes);
     }

@@ -60,6 +60,8 @@ std::shared_ptr<perf::Logger> build_worker(unsigned id) {
                     "Memory regions registered for zero-copy transfers", {}, kUninteresting);
   b.add_u64_counter(l_rdmaw_transfer_windows, "transfer_windows",
                     "Memory windows bound for zero-copy transfers (connection-scoped rkeys)", {}, kUninteresting);
+  b.add_u64_counter(l_rdmaw_zero_copy_pool_copies, "zero_copy_pool_copies",
+                    "Zero-copy sends whose data sat in the receive pool, copied out of it first", {}, kUseful);
   b.add_u64_counter(l_rdmaw_send_buffer_stalls, "send_buffer_stalls",
                     "Sends deferred for lack of a registered send buffer", {}, kUseful);
   b.add_u64_counter(l_rdmaw_credit_violations, "credit_violations",

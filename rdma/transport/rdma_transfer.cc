@@ -14,6 +14,23 @@ namespace siphon::rdma {
 // ----------------------------------------------------------------- send
 
 std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t off) {
+  // Data that lives in our own receive pool -- an application sending on
+  // what it received, as an echo server does -- is copied out of the pool
+  // first, and the copy is what the peer reads. Offered in place, the pool
+  // buffers would stay held until the peer's read_done, and the peer's
+  // READ may itself wait for pool room held the same way by the peer's
+  // echoes of our data: two echoing peers then each wait for the other
+  // until ms_async_rdma_transfer_timeout (issue 19). The receive pool must
+  // only be held by frames being delivered or kept by an application, never
+  // by a transfer waiting on the peer (max_read's guarantee, reserve_transfer).
+  if (std::any_of(frame.segments[3].ptrs().begin(), frame.segments[3].ptrs().end(),
+                  [&](const BufferPtr& p) { return p.segment() != nullptr && shared_.recv_pool->owns(*p.segment()); })) {
+    const std::size_t n = frame.segments[3].length();
+    BufferList copy;
+    frame.segments[3].copy_out(0, n, copy.append_uninitialized(n));
+    frame.segments[3] = std::move(copy);
+    worker_.counters().zero_copy_pool_copies.add(1);
+  }
   const BufferList& data = frame.segments[3];
   // No data, no read_request: the peer refuses one without descriptors.
   if (data.empty() || data.segment_count() > kMaxReadDescriptors) return errc::not_supported;

@@ -28,6 +28,7 @@ struct InTransfer {
   std::vector<std::pair<PoolBuffer*, std::uint32_t>> chunks;  // in order
   bool reserved = false;
   bool issued_all = false;
+  bool done_queued = false;  // our read_done is queued: the peer may let its data go
   // When its buffers were reserved and the first READ went out (unset
   // before): ms_async_rdma_transfer_timeout counts from here.
   MonoClock::time_point since{};
