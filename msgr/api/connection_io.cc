@@ -11,6 +11,32 @@
 #include "msgr/base/log.h"
 
 namespace siphon::detail {
+namespace {
+
+// Data an RDMA stack received zero-copy sits in that stack's registered
+// receive pool (segments carrying region keys; nothing else does). Sent on
+// as it is -- an echo, a forward -- it would stay pinned in the pool while
+// queued and, on a lossless session, in the sent list until the peer
+// acknowledges it, which takes the peer's RDMA READ into *its* pool. Two
+// peers doing that to each other fill both pools and each READ waits for
+// room the other holds, until ms_async_rdma_transfer_timeout faults them
+// and the replay stalls again (issue 19, messenger_rdma_echo_test). One
+// copy into ordinary memory, on the caller's thread, lets the pool buffers
+// go back as soon as the application drops the message it received.
+void unpin_received_data(Message& m) {
+  BufferList& d = m.data();
+  const auto& ptrs = d.ptrs();
+  if (d.empty() || std::none_of(ptrs.begin(), ptrs.end(), [](const BufferPtr& p) {
+        return p.segment() != nullptr && p.segment()->keys() != nullptr;
+      }))
+    return;
+  const std::size_t n = d.length();
+  BufferList copy;
+  d.copy_out(0, n, copy.append_uninitialized(n));
+  d = std::move(copy);
+}
+
+}  // namespace
 
 std::error_code ConnectionImpl::send_message(MessageRef m) {
   if (!m) return make_error_code(errc::invalid_argument);
@@ -34,6 +60,7 @@ std::error_code ConnectionImpl::send_message(MessageRef m) {
     }
   } while (!send_queued_.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
   queue_full_logged_.store(false, std::memory_order_relaxed);
+  unpin_received_data(*m);
   MessageAccess::send_stamp(*m) = transport::WorkerPerf::now();  // for msgr_send_messages_queue_lat
   bool post = false;
   {
