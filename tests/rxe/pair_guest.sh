@@ -156,7 +156,7 @@ cluster addr = v2:$ADDR:6811
 EOF
   if [ "$with_objd" = 1 ]; then
     start_bg objd "siphon-objd osd" "$objd" -c "$work/objd.conf" -i 0 --addr-file "$out/objd.addr"
-    grep -q "(async+rdma)" "$out/a-objd.out" || fail "siphon-objd does not run async+rdma: $(cat "$out/a-objd.out")"
+    grep -q "(async+rdma" "$out/a-objd.out" || fail "siphon-objd does not run async+rdma: $(cat "$out/a-objd.out")"
   fi
   touch "$out/a.ready"
   log "servers up: echo :6800, sink :6801$([ "$with_objd" = 1 ] && echo ", siphon-objd $(cat "$out/objd.addr")")"
