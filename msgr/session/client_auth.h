@@ -6,12 +6,43 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "msgr/auth/cephx.h"
 #include "msgr/proto/types.h"
 
 namespace siphon::session {
+
+// The service tickets a monitor handed out with the AUTH ticket (cephx.md
+// §3.4: other_keys), which the authorizer towards OSDs, MGRs and MDSs
+// presents (§4). Copies of one ClientAuth share one store: the mon
+// session's handshake fills it, every other connection of the client reads
+// it. A reconnect to a monitor replaces the tickets.
+class TicketStore {
+ public:
+  struct Entry {
+    std::uint64_t global_id = 0;  // ours, as the tickets name it
+    auth::ServiceTicket ticket;
+  };
+  void update(std::uint64_t global_id, const std::vector<auth::ServiceTicket>& tickets) {
+    std::lock_guard l(mu_);
+    for (const auth::ServiceTicket& t : tickets) by_service_[t.service_id] = Entry{global_id, t};
+  }
+  std::optional<Entry> get(std::uint32_t service_id) const {
+    std::lock_guard l(mu_);
+    const auto it = by_service_.find(service_id);
+    if (it == by_service_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::uint32_t, Entry> by_service_;
+};
 
 // How the connecting side authenticates (cephx.md §3, §7). compat/ fills
 // it from auth_client_required, the keyring and ms_*_mode.
@@ -32,6 +63,9 @@ struct ClientAuth {
   // every type, not only monitors: for Siphon daemons that authenticate
   // their peers from a keyring (ServerAuth), with no monitor in between.
   bool key_based_everywhere = false;
+  // Where the service tickets for the authorizer come from (shared by
+  // copies: the MonClient's and the Objecter's ClientAuth are one store).
+  std::shared_ptr<TicketStore> tickets = std::make_shared<TicketStore>();
 };
 
 // How the accepting side authenticates its peers (cephx.md §7, §8.4a).
