@@ -297,6 +297,38 @@ std::optional<Bytes> decode_authorize_reply(ByteView session_key, ByteView paylo
   return secret;
 }
 
+std::optional<Bytes> principal_session_key_request(std::uint64_t global_id, const ServiceTicket& auth_ticket,
+                                                   std::uint64_t nonce, std::uint32_t keys, std::string& why) {
+  auto authorizer = authorizer_payload(global_id, auth_ticket, nonce, std::nullopt, why);
+  if (!authorizer) return std::nullopt;
+  Bytes out;
+  put_u16(out, kCephxGetPrincipalSessionKey);
+  out.insert(out.end(), authorizer->begin(), authorizer->end());
+  out.push_back(1);  // CephXServiceTicketRequest v1
+  put_u32(out, keys);
+  return out;
+}
+
+std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(ByteView auth_session_key,
+                                                                             ByteView result_bl, std::string& why) {
+  std::size_t pos = 0;
+  Reader r(result_bl, pos, why);
+  const std::uint16_t type = r.u16("request_type");
+  const auto status = static_cast<std::int32_t>(r.u32("status"));
+  if (!r.ok()) return std::nullopt;
+  if (type != kCephxGetPrincipalSessionKey) {
+    why = fmt::format("reply to request type {:#06x}, expected {:#06x}", type, kCephxGetPrincipalSessionKey);
+    return std::nullopt;
+  }
+  if (status != 0) {
+    why = fmt::format("mon answered status {}", status);
+    return std::nullopt;
+  }
+  std::vector<ServiceTicket> tickets;
+  if (!decode_ticket_reply(result_bl, pos, auth_session_key, tickets, why)) return std::nullopt;
+  return tickets;
+}
+
 // ---------------------------------------------------------------------------
 // The accepting side
 

@@ -99,6 +99,19 @@ std::optional<std::uint64_t> decode_authorizer_challenge(ByteView session_key, B
 std::optional<Bytes> decode_authorize_reply(ByteView session_key, ByteView payload, std::uint64_t nonce,
                                             std::string& why);
 
+// --- service ticket renewal inside a mon session (cephx.md §3.8) ----------------
+
+// MAuth's auth_payload for CEPHX_GET_PRINCIPAL_SESSION_KEY: u16 0x0200 | the
+// authorizer built from the AUTH ticket (no challenge) | CephXServiceTicket-
+// Request {u8 1, u32 keys}.
+std::optional<Bytes> principal_session_key_request(std::uint64_t global_id, const ServiceTicket& auth_ticket,
+                                                   std::uint64_t nonce, std::uint32_t keys, std::string& why);
+// MAuthReply's result_bl for it: u16 0x0200 | s32 status | a service ticket
+// reply sealed with the AUTH session key. The renewed tickets, or nullopt
+// with the reason (a non-zero status included).
+std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(ByteView auth_session_key,
+                                                                             ByteView result_bl, std::string& why);
+
 // --- the accepting side: cephx's key-based exchange (cephx.md §8.4a) ----------
 // A Siphon daemon without a monitor plays the monitor's part of §3 for the
 // entities in its keyring: it challenges, checks the proof, and hands out a

@@ -215,7 +215,11 @@ Step ClientHandshake::on_cephx_done(const AuthDone& d) {
     s.connection_secret = r->connection_secret;
   }
   // The service tickets, for this client's connections to OSDs, MGRs and MDSs.
-  if (me_.auth.tickets && !r->extra.empty()) me_.auth.tickets->update(d.global_id, r->extra);
+  // The AUTH ticket too: the MonClient renews the others with it.
+  if (me_.auth.tickets) {
+    me_.auth.tickets->update(d.global_id, {r->auth});
+    if (!r->extra.empty()) me_.auth.tickets->update(d.global_id, r->extra);
+  }
   cephx_ = std::move(*r);
   s.send.push_back(encode(out));
   state_ = State::sig_wait;
