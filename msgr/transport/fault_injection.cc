@@ -23,6 +23,14 @@ void register_live_injection(const std::shared_ptr<LiveInjection>& live) {
   r.push_back(live);
 }
 
+void unregister_live_injection(const LiveInjection* live) {
+  std::lock_guard lk(g_mu);
+  std::erase_if(registry(), [&](const std::weak_ptr<LiveInjection>& w) {
+    const auto l = w.lock();
+    return !l || l.get() == live;
+  });
+}
+
 std::size_t for_each_live_injection(const std::function<void(LiveInjection&)>& change) {
   std::lock_guard lk(g_mu);
   std::size_t n = 0;

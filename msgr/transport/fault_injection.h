@@ -50,6 +50,9 @@ struct LiveInjection {
 // references). Like Ceph's process-wide configuration, a change applies to
 // every stack of the process.
 void register_live_injection(const std::shared_ptr<LiveInjection>& live);
+// Takes `live` out of the registry (the stack is destroyed; its connections
+// may still hold the settings a little longer, in handlers being drained).
+void unregister_live_injection(const LiveInjection* live);
 // Calls `change` on every registered stack's settings that is still alive;
 // returns how many.
 std::size_t for_each_live_injection(const std::function<void(LiveInjection&)>& change);

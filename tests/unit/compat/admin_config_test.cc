@@ -34,64 +34,63 @@ TEST(ConfigSetLive, InjectedSocketFailuresStartAndStopOnRunningMessengers) {
   auto rc = std::make_shared<RuntimeConfig>(test::load("[global]\n", "osd.0"));
   register_config_commands(sock, rc);
 
-  // Two TCP stacks started without injection, a lossless session between them.
-  auto server_stack = transport::make_tcp_stack(siphon::test::test_stack_options(1));
-  auto client_stack = transport::make_tcp_stack(siphon::test::test_stack_options(1));
-  const auto& st = dynamic_cast<const transport::TcpStack&>(*server_stack);
-  const auto& ct = dynamic_cast<const transport::TcpStack&>(*client_stack);
-  siphon::test::RecordingDispatcher sd, cd;
-  auto server = Messenger::create(server_stack, {entity_type::osd, 0}, siphon::test::test_options());
-  auto client = Messenger::create(client_stack, {entity_type::osd, 1}, siphon::test::test_options());
-  server->set_policy(entity_type::osd, Policy::stateful_server());
-  client->set_policy(entity_type::osd, Policy::lossless_client());
-  ASSERT_NO_FATAL_FAILURE(siphon::test::start_pair(*server, sd, *client, cd));
-  ConnectionRef conn = client->connect_to(entity_type::osd, server->get_myaddrs());
-  std::uint64_t sent = 0;
-  auto send = [&](int n) {
-    for (int i = 0; i < n; ++i, ++sent) ASSERT_FALSE(conn->send_message(make_message<Message>(0x7001)));
-  };
-  auto all_arrived = [&] {
-    return siphon::test::eventually([&] {
-      std::lock_guard l(sd.w.mu);
-      return sd.messages == sent;
-    }, std::chrono::seconds(60));
-  };
-  ASSERT_NO_FATAL_FAILURE(send(50));
-  ASSERT_TRUE(all_arrived());
-  EXPECT_EQ(rolled(st, ct), 0u);  // off: no socket operation is even rolled for
+  {
+    // Two TCP stacks started without injection, a lossless session between
+    // them (all in this scope: the dispatchers keep connections, which keep
+    // their stacks, until they go).
+    auto server_stack = transport::make_tcp_stack(siphon::test::test_stack_options(1));
+    auto client_stack = transport::make_tcp_stack(siphon::test::test_stack_options(1));
+    const auto& st = dynamic_cast<const transport::TcpStack&>(*server_stack);
+    const auto& ct = dynamic_cast<const transport::TcpStack&>(*client_stack);
+    siphon::test::RecordingDispatcher sd, cd;
+    auto server = Messenger::create(server_stack, {entity_type::osd, 0}, siphon::test::test_options());
+    auto client = Messenger::create(client_stack, {entity_type::osd, 1}, siphon::test::test_options());
+    server->set_policy(entity_type::osd, Policy::stateful_server());
+    client->set_policy(entity_type::osd, Policy::lossless_client());
+    ASSERT_NO_FATAL_FAILURE(siphon::test::start_pair(*server, sd, *client, cd));
+    ConnectionRef conn = client->connect_to(entity_type::osd, server->get_myaddrs());
+    std::uint64_t sent = 0;
+    auto send = [&](int n) {
+      for (int i = 0; i < n; ++i, ++sent) ASSERT_FALSE(conn->send_message(make_message<Message>(0x7001)));
+    };
+    auto all_arrived = [&] {
+      return siphon::test::eventually([&] {
+        std::lock_guard l(sd.w.mu);
+        return sd.messages == sent;
+      }, std::chrono::seconds(60));
+    };
+    ASSERT_NO_FATAL_FAILURE(send(50));
+    ASSERT_TRUE(all_arrived());
+    EXPECT_EQ(rolled(st, ct), 0u);  // off: no socket operation is even rolled for
 
-  // On: one socket operation in 10 fails, on both stacks, from now on.
-  EXPECT_EQ(nlohmann::json::parse(sock.execute(set_request("ms_inject_socket_failures", "10"))),
-            nlohmann::json::parse(R"({"success": ""})"));
-  EXPECT_EQ(rc->value_string(Opt::ms_inject_socket_failures), "10");
-  const std::uint64_t faults_before = client->stats().faults + server->stats().faults;
-  ASSERT_TRUE(siphon::test::eventually([&] {
-    send(5);
-    return injected(st, ct) >= 3;
-  }, std::chrono::seconds(60)))
-      << "no injected failure after " << sent << " messages";
-  EXPECT_GT(client->stats().faults + server->stats().faults, faults_before);
+    // On: one socket operation in 10 fails, on both stacks, from now on.
+    EXPECT_EQ(nlohmann::json::parse(sock.execute(set_request("ms_inject_socket_failures", "10"))),
+              nlohmann::json::parse(R"({"success": ""})"));
+    EXPECT_EQ(rc->value_string(Opt::ms_inject_socket_failures), "10");
+    const std::uint64_t faults_before = client->stats().faults + server->stats().faults;
+    ASSERT_TRUE(siphon::test::eventually([&] {
+      send(5);
+      return injected(st, ct) >= 3;
+    }, std::chrono::seconds(60)))
+        << "no injected failure after " << sent << " messages";
+    EXPECT_GT(client->stats().faults + server->stats().faults, faults_before);
 
-  // Off again: the lossless session delivers everything, and no socket
-  // operation is rolled for any more.
-  EXPECT_EQ(nlohmann::json::parse(sock.execute(set_request("ms_inject_socket_failures", "0"))),
-            nlohmann::json::parse(R"({"success": ""})"));
-  ASSERT_TRUE(all_arrived()) << sd.messages << " of " << sent;
-  const std::uint64_t rolled_after = rolled(st, ct), injected_after = injected(st, ct);
-  ASSERT_NO_FATAL_FAILURE(send(100));
-  ASSERT_TRUE(all_arrived());
-  EXPECT_EQ(rolled(st, ct), rolled_after);
-  EXPECT_EQ(injected(st, ct), injected_after);
+    // Off again: the lossless session delivers everything, and no socket
+    // operation is rolled for any more.
+    EXPECT_EQ(nlohmann::json::parse(sock.execute(set_request("ms_inject_socket_failures", "0"))),
+              nlohmann::json::parse(R"({"success": ""})"));
+    ASSERT_TRUE(all_arrived()) << sd.messages << " of " << sent;
+    const std::uint64_t rolled_after = rolled(st, ct), injected_after = injected(st, ct);
+    ASSERT_NO_FATAL_FAILURE(send(100));
+    ASSERT_TRUE(all_arrived());
+    EXPECT_EQ(rolled(st, ct), rolled_after);
+    EXPECT_EQ(injected(st, ct), injected_after);
 
-  client->shutdown();
-  server->shutdown();
-  client->wait();
-  server->wait();
-  conn.reset();
-  client.reset();
-  server.reset();
-  server_stack.reset();
-  client_stack.reset();
+    client->shutdown();
+    server->shutdown();
+    client->wait();
+    server->wait();
+  }
   // No TCP stack left in the process: accepted, and the reply says so.
   const auto none = nlohmann::json::parse(sock.execute(set_request("ms_inject_delay_probability", "0.5")));
   EXPECT_NE(none["success"].get<std::string>().find("no TCP stack is running"), std::string::npos) << none;
