@@ -2,10 +2,15 @@
 // setup (compat/admin.h).
 #include "compat/admin.h"
 
+#include <atomic>
 #include <cerrno>
+#include <climits>
+#include <cstdint>
 #include <cstring>
 
 #include <fmt/format.h>
+
+#include "msgr/transport/fault_injection.h"
 
 namespace siphon::compat {
 
@@ -45,7 +50,40 @@ bool runtime_settable(Opt o) noexcept {
   if (o == Opt::debug_ms) return true;
   for (const auto& [opt, s] : kDebugOverrides)
     if (opt == o) return true;
-  return false;
+  return live_injection_option(o);
+}
+
+bool live_injection_option(Opt o) noexcept {
+  switch (o) {
+    case Opt::ms_inject_socket_failures:
+    case Opt::ms_inject_delay_type:
+    case Opt::ms_inject_delay_max:
+    case Opt::ms_inject_delay_probability:
+    case Opt::ms_inject_corruption_probability: return true;
+    default: return false;
+  }
+}
+
+std::string_view not_live_reason(Opt o) noexcept {
+  switch (o) {
+    case Opt::ms_inject_seed:
+      return "each connection draws its fault stream from the seed when it starts, so a new seed would "
+             "only reach new connections";
+    case Opt::ms_inject_internal_delays:
+      return "Siphon has no internal race points to delay: the option has no effect, at startup or at run time";
+    case Opt::ms_async_rdma_soft_inject_seed:
+    case Opt::ms_async_rdma_soft_inject_post_failure_probability:
+    case Opt::ms_async_rdma_soft_inject_completion_error_probability:
+    case Opt::ms_async_rdma_soft_inject_qp_error_probability:
+    case Opt::ms_async_rdma_soft_inject_link_drop_probability:
+    case Opt::ms_async_rdma_soft_inject_delay_probability:
+    case Opt::ms_async_rdma_soft_inject_delay_max:
+    case Opt::ms_async_rdma_soft_inject_corruption_probability:
+      return "the software fabric reads its fault plan when the fabric starts (its engine, QPs and links "
+             "copy it)";
+    default:
+      return "it cannot change while the daemon runs";
+  }
 }
 
 std::string RuntimeConfig::value_string(Opt o) const {
@@ -73,7 +111,36 @@ void RuntimeConfig::apply_log_levels_locked() const {
   }
 }
 
+namespace {
+
+// `config set` of an ms_inject_* option: every running TCP stack's settings
+// (msgr/transport/fault_injection.h). Returns how many stacks took it.
+std::size_t apply_live_injection(Opt o, const OptionValue& v) {
+  return transport::for_each_live_injection([&](transport::LiveInjection& l) {
+    constexpr auto relaxed = std::memory_order_relaxed;
+    switch (o) {
+      case Opt::ms_inject_socket_failures:
+        l.socket_failures.store(static_cast<std::uint32_t>(std::get<std::uint64_t>(v)), relaxed);
+        break;
+      case Opt::ms_inject_delay_type: l.delay_typed.store(!std::get<std::string>(v).empty(), relaxed); break;
+      case Opt::ms_inject_delay_max: l.delay_max.store(std::get<double>(v), relaxed); break;
+      case Opt::ms_inject_delay_probability: l.delay_probability.store(std::get<double>(v), relaxed); break;
+      case Opt::ms_inject_corruption_probability:
+        l.corruption_probability.store(std::get<double>(v), relaxed);
+        break;
+      default: break;
+    }
+  });
+}
+
+}  // namespace
+
 int RuntimeConfig::set(std::string_view name, std::string_view text, std::string& error) {
+  std::string note;
+  return set(name, text, error, note);
+}
+
+int RuntimeConfig::set(std::string_view name, std::string_view text, std::string& error, std::string& note) {
   const auto o = find_option(name);
   if (!o) {
     error = fmt::format("error setting '{}' to '{}': (2) No such file or directory", name, text);
@@ -87,14 +154,29 @@ int RuntimeConfig::set(std::string_view name, std::string_view text, std::string
   }
   if (!runtime_settable(*o)) {
     error = fmt::format(
-        "error setting '{}' to '{}': (1) Operation not permitted: {} cannot change while the daemon runs; set it in "
-        "ceph.conf (or --{} on the command line) and restart the daemon (options that change live: debug_ms, "
-        "debug_ms_*, debug_siphon_*)",
-        name, text, schema(*o).name, schema(*o).name);
+        "error setting '{}' to '{}': (1) Operation not permitted: {} cannot change while the daemon runs ({}); set "
+        "it in ceph.conf (or --{} on the command line) and restart the daemon (options that change live: debug_ms, "
+        "debug_ms_*, debug_siphon_*, ms_inject_socket_failures, ms_inject_delay_type, ms_inject_delay_max, "
+        "ms_inject_delay_probability, ms_inject_corruption_probability)",
+        name, text, schema(*o).name, not_live_reason(*o), schema(*o).name);
     return -EPERM;
   }
+  if (*o == Opt::ms_inject_socket_failures && std::get<std::uint64_t>(*v) > UINT32_MAX) {
+    error = fmt::format("error setting '{}' to '{}': (22) Invalid argument: one failure in more than {} socket "
+                        "operations is not supported; use 0 (off) to {}",
+                        name, text, UINT32_MAX, UINT32_MAX);
+    return -EINVAL;
+  }
   std::lock_guard lk(mu_);
-  overrides_[*o] = std::move(*v);
+  overrides_[*o] = *v;
+  if (live_injection_option(*o)) {
+    // The TCP stacks inject; the RDMA stack does not (the software fabric
+    // has ms_async_rdma_soft_inject_*, fixed at startup).
+    if (apply_live_injection(*o, *v) == 0)
+      note = fmt::format("{} = '{}' (no TCP stack is running in this process: nothing injects)", schema(*o).name,
+                         text);
+    return 0;
+  }
   apply_log_levels_locked();
   return 0;
 }
@@ -120,10 +202,10 @@ void register_config_commands(admin::AdminSocket& sock, std::shared_ptr<RuntimeC
                         });
   sock.register_command("config set name=var,type=CephString name=val,type=CephString,n=N",
                         "config set <field> <val> [<val> ...]: set a config variable", [rc](const Request& r) {
-                          std::string error;
-                          if (const int err = rc->set(r.str("var"), r.str("val"), error); err != 0)
+                          std::string error, note;
+                          if (const int err = rc->set(r.str("var"), r.str("val"), error, note); err != 0)
                             return Reply::error(err, error);
-                          return Reply::json({{"success", ""}});
+                          return Reply::json({{"success", note}});
                         });
   sock.register_command("config diff", "dump diff of current config and default config", [rc](const Request&) {
     const Config& c = rc->loaded();

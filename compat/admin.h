@@ -4,8 +4,10 @@
 //
 //   config show            every option, as text
 //   config get <var>       one option
-//   config set <var> <val> live for the debug_* options (log levels); any
-//                          other option is refused, naming it and the fix
+//   config set <var> <val> live for the debug_* options (log levels) and the
+//                          TCP stack's fault injection (ms_inject_socket_failures,
+//                          ms_inject_delay_*, ms_inject_corruption_probability);
+//                          any other option is refused, naming why and the fix
 //   config diff            options whose value is not the default, by source
 //
 //   auto admin = compat::DaemonAdmin::open(cfg, "siphon-objd");  // nullptr: off or failed (said on stderr)
@@ -34,6 +36,9 @@ class RuntimeConfig {
   // `config set`: 0, or a negative errno with `error` in Ceph's words plus
   // the reason.
   int set(std::string_view name, std::string_view text, std::string& error);
+  // The same; on success `note` may say what the change did not reach (Ceph's
+  // `config set` reply carries such notes in "success").
+  int set(std::string_view name, std::string_view text, std::string& error, std::string& note);
   bool overridden(Opt o) const;
 
  private:
@@ -45,6 +50,11 @@ class RuntimeConfig {
 
 // True for the options `config set` changes while the daemon runs.
 bool runtime_settable(Opt o) noexcept;
+// The ms_inject_* options every running TCP stack of the process reads at
+// each decision (msgr/transport/fault_injection.h LiveInjection).
+bool live_injection_option(Opt o) noexcept;
+// Why `config set` refuses an option that is not runtime_settable().
+std::string_view not_live_reason(Opt o) noexcept;
 
 void register_config_commands(admin::AdminSocket& sock, std::shared_ptr<RuntimeConfig> rc);
 

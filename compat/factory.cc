@@ -285,7 +285,11 @@ std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpos
 }
 
 std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose) {
-  return Messenger::create(create_stack(cfg, purpose), messenger_name(cfg), messenger_options(cfg));
+  MessengerOptions o = messenger_options(cfg);
+  o.role = purpose == Purpose::public_network    ? "public"
+           : purpose == Purpose::cluster_network ? "cluster"
+                                                 : "client";
+  return Messenger::create(create_stack(cfg, purpose), messenger_name(cfg), std::move(o));
 }
 
 }  // namespace siphon::compat

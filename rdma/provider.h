@@ -176,6 +176,9 @@ struct PortAttr {
 };
 
 using Gid = std::array<std::uint8_t, 16>;
+// "fe80:0000:0000:0000:5054:00ff:fe12:3456": eight groups of four hex
+// digits, as ibv_devinfo -v prints GIDs (and as Ceph's options take them).
+std::string to_string(const Gid& gid);
 
 struct GidEntry {
   std::uint32_t index = 0;
@@ -310,6 +313,15 @@ struct QpAttr {
   std::uint8_t rnr_retry = 7;       // 7 = infinite on hardware; Siphon uses small values
 };
 
+// What a connected RC QP uses (QueuePair::query_path): the peer's QP number,
+// the source and destination GIDs and the path MTU, as the provider applied
+// them at RTR. For operators (`messenger dump`), not for the data path.
+struct QpPath {
+  std::uint32_t dest_qp_num = 0;
+  Gid sgid{}, dgid{};
+  Mtu path_mtu = Mtu::mtu1024;
+};
+
 class QueuePair {
  public:
   virtual ~QueuePair() = default;
@@ -318,6 +330,10 @@ class QueuePair {
   // The capabilities actually granted (may exceed those requested).
   virtual const QpCaps& caps() const noexcept = 0;
   virtual std::error_code modify(const QpAttr& attr, std::uint32_t mask) noexcept = 0;
+  // The path the QP was connected with (valid from RTR on; errc::invalid_qp_state
+  // before). May make a system call (verbs: ibv_query_qp, ibv_query_gid): not
+  // for the data path.
+  virtual std::error_code query_path(QpPath& out) const = 0;
   // Posts in order; on error `*bad` is the index of the first WR not posted
   // (errc::queue_full when the send queue is full, invalid_qp_state before
   // RTS, invalid_argument for too many SGEs or an over-long inline payload).

@@ -71,6 +71,10 @@ nlohmann::ordered_json to_json(const ConnectionInfo& c) {
     const transport::RdmaInfo& r = *c.transport.rdma;
     j["rdma"] = {
         {"local_qpn", r.local_qpn},
+        {"remote_qpn", r.remote_qpn},
+        {"local_gid", r.local_gid},
+        {"remote_gid", r.remote_gid},
+        {"path_mtu", r.path_mtu},
         {"send_credits", r.send_credits},
         {"peer_window", r.peer_window},
         {"credits_owed_to_peer", r.credits_owed},

@@ -78,7 +78,7 @@ class MessengerImpl final : public Messenger {
     core_->any_fast_dispatch = !core_->dispatchers.empty();
     core_->dispatch_queue.start();
     started_ = true;
-    if (!std::exchange(registered_, true)) perf::process_collection().add(core_->perf);
+    if (!std::exchange(registered_, true)) perf::process_collection().add(core_->perf, core_->options.role);
     core_->started.store(true, std::memory_order_release);
   }
 

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 namespace siphon {
 
@@ -55,6 +56,15 @@ struct MessengerOptions {
   // Off by default: code written for Ceph ignores send_message()'s result,
   // and a refusal it does not see would be a lost message. Siphon extension.
   std::uint64_t ms_max_queued_send_bytes_per_connection = 0;
+
+  // --- observability ---
+  // What this messenger is for ("public", "cluster", "client"; compat's
+  // create_messenger sets it from its Purpose). Only tells apart the perf
+  // loggers of two messengers of one entity name: the second
+  // `siphon-messenger-osd.0` becomes `siphon-messenger-osd.0-cluster`
+  // instead of Ceph's unstable "-0x<address>" (docs/observability.md). A
+  // messenger alone with its entity name keeps Ceph's logger name.
+  std::string role;
 };
 
 }  // namespace siphon

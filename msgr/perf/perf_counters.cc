@@ -334,16 +334,27 @@ void Logger::reset() noexcept {
 
 // ---------------------------------------------------------------- collection
 
-void Collection::add(const std::shared_ptr<Logger>& l) {
+void Collection::add(const std::shared_ptr<Logger>& l, std::string_view instance) {
   if (!l) return;
   std::lock_guard lk(mu_);
   if (std::find(loggers_.begin(), loggers_.end(), l) != loggers_.end()) return;
-  const bool clash = std::any_of(loggers_.begin(), loggers_.end(), [&](const auto& o) {
-    return o->name() == l->name() && o->labels() == l->labels();
-  });
-  // Ceph's rule for two instances of one name: the second is told apart by
-  // its address.
-  if (clash) l->impl_->name += fmt::format("-0x{:x}", reinterpret_cast<std::uintptr_t>(l.get()));
+  const auto taken = [&](const std::string& name) {
+    return std::any_of(loggers_.begin(), loggers_.end(),
+                       [&](const auto& o) { return o->name() == name && o->labels() == l->labels(); });
+  };
+  if (!taken(l->name())) {
+    loggers_.push_back(l);
+    return;
+  }
+  // A second instance of a name. Ceph appends "-0x<address>", which changes
+  // at every start and so renames the Prometheus series built from it:
+  // Siphon appends the instance's role ("-cluster") when it has one, else
+  // the first free number from 2 ("-2"), the same on every start that
+  // creates the same loggers in the same order.
+  const std::string base = l->name();
+  std::string name = instance.empty() ? std::string() : fmt::format("{}-{}", base, instance);
+  for (unsigned n = 2; name.empty() || taken(name); ++n) name = fmt::format("{}-{}", base, n);
+  l->impl_->name = std::move(name);
   loggers_.push_back(l);
 }
 

@@ -174,10 +174,14 @@ struct DumpFilter {
 // The process's loggers.
 class Collection {
  public:
-  // Adds a logger; a name already present gets "-0x<address>" appended as
-  // Ceph does. Removing happens when the owner calls remove() (a messenger
-  // or stack going away); dumps never see a destroyed logger.
-  void add(const std::shared_ptr<Logger>& l);
+  // Adds a logger. A name already present (with the same labels) gets a
+  // stable suffix, not Ceph's "-0x<address>" (docs/observability.md, "Two
+  // loggers of one name"): "-<instance>" when `instance` is given and that
+  // name is free ("siphon-messenger-osd.0-cluster"), else "-2", "-3", ...
+  // (the first free). A name seen once keeps Ceph's name exactly. Removing
+  // happens when the owner calls remove() (a messenger or stack going away);
+  // dumps never see a destroyed logger.
+  void add(const std::shared_ptr<Logger>& l, std::string_view instance = {});
   void remove(const Logger* l);
 
   // JSON exactly as Ceph 16.2.15 prints it (loggers sorted by name,

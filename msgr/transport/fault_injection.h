@@ -9,6 +9,8 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "msgr/transport/options.h"
 
@@ -24,6 +26,37 @@ struct InjectionCounters {
   std::atomic<std::uint64_t> corruptions{0};      // received bits flipped
 };
 
+// The ms_inject_* settings a stack's connections read at every decision, so
+// that `config set` (compat/admin.cc) changes them while the stack runs (the
+// seed cannot change: each connection's stream is drawn from it when the
+// connection starts). Relaxed atomics: a decision that races a change sees
+// the old or the new value, and either is right.
+struct LiveInjection {
+  explicit LiveInjection(const InjectOptions& o) noexcept
+      : socket_failures(o.socket_failures),
+        delay_typed(!o.delay_type.empty()),
+        delay_max(o.delay_max),
+        delay_probability(o.delay_probability),
+        corruption_probability(o.corruption_probability) {}
+  std::atomic<std::uint32_t> socket_failures;
+  std::atomic<bool> delay_typed;  // ms_inject_delay_type is not empty
+  std::atomic<double> delay_max;  // seconds
+  std::atomic<double> delay_probability;
+  std::atomic<double> corruption_probability;
+};
+
+// Every running stack's LiveInjection, for `config set ms_inject_*`. A TCP
+// stack registers its own for its lifetime (the registry holds weak
+// references). Like Ceph's process-wide configuration, a change applies to
+// every stack of the process.
+void register_live_injection(const std::shared_ptr<LiveInjection>& live);
+// Takes `live` out of the registry (the stack is destroyed; its connections
+// may still hold the settings a little longer, in handlers being drained).
+void unregister_live_injection(const LiveInjection* live);
+// Calls `change` on every registered stack's settings that is still alive;
+// returns how many.
+std::size_t for_each_live_injection(const std::function<void(LiveInjection&)>& change);
+
 class FaultInjector {
  public:
   // splitmix64: turns (seed, stream) into a well-mixed state.
@@ -34,31 +67,33 @@ class FaultInjector {
     return x ^ (x >> 31);
   }
 
+  // With settings of its own, fixed at `opts`.
   FaultInjector(const InjectOptions& opts, std::uint64_t seed, std::uint64_t stream,
+                InjectionCounters* counters)
+      : own_(std::make_unique<LiveInjection>(opts)), live_(own_.get()),
+        state_(mix(seed ^ mix(stream)) | 1), counters_(counters) {}
+  // Reading the stack's settings at each decision (`live` outlives it).
+  FaultInjector(const LiveInjection* live, std::uint64_t seed, std::uint64_t stream,
                 InjectionCounters* counters) noexcept
-      : one_in_(opts.socket_failures),
-        delay_probability_(opts.delay_probability),
-        delay_max_(std::chrono::duration_cast<std::chrono::nanoseconds>(
-            std::chrono::duration<double>(opts.delay_max > 0 ? opts.delay_max : 0))),
-        delays_on_(!opts.delay_type.empty() && opts.delay_probability > 0 && opts.delay_max > 0),
-        corruption_probability_(opts.corruption_probability > 0 ? opts.corruption_probability : 0),
-        state_(mix(seed ^ mix(stream)) | 1),
-        counters_(counters) {}
+      : live_(live), state_(mix(seed ^ mix(stream)) | 1), counters_(counters) {}
 
   // Rolls for one socket operation; true means "fail it".
   bool socket_failure() noexcept {
-    if (one_in_ == 0) return false;
+    const std::uint32_t one_in = live_->socket_failures.load(std::memory_order_relaxed);
+    if (one_in == 0) return false;
     counters_->socket_ops.fetch_add(1, std::memory_order_relaxed);
-    if (next() % one_in_ != 0) return false;
+    if (next() % one_in != 0) return false;
     counters_->socket_failures.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
   // How long to hold back the MESSAGE frame about to be delivered (zero: no delay).
   std::chrono::nanoseconds message_delay() noexcept {
-    if (!delays_on_ || uniform() >= delay_probability_) return {};
-    const auto d = std::chrono::nanoseconds(
-        static_cast<std::int64_t>(uniform() * static_cast<double>(delay_max_.count())));
+    if (!delays_on()) return {};
+    if (uniform() >= live_->delay_probability.load(std::memory_order_relaxed)) return {};
+    const auto max = std::chrono::duration_cast<std::chrono::nanoseconds>(
+        std::chrono::duration<double>(live_->delay_max.load(std::memory_order_relaxed)));
+    const auto d = std::chrono::nanoseconds(static_cast<std::int64_t>(uniform() * static_cast<double>(max.count())));
     counters_->delays.fetch_add(1, std::memory_order_relaxed);
     counters_->delay_ns.fetch_add(static_cast<std::uint64_t>(d.count()), std::memory_order_relaxed);
     return d;
@@ -67,16 +102,25 @@ class FaultInjector {
   // Rolls for one received buffer (`n` bytes just read, not yet decoded);
   // when it fires, flips one random bit of it. True when a bit was flipped.
   bool corrupt(std::byte* p, std::size_t n) noexcept {
-    if (corruption_probability_ <= 0 || n == 0 || uniform() >= corruption_probability_) return false;
+    const double probability = live_->corruption_probability.load(std::memory_order_relaxed);
+    if (probability <= 0 || n == 0 || uniform() >= probability) return false;
     const std::uint64_t bit = next() % (static_cast<std::uint64_t>(n) * 8);
     p[bit / 8] ^= static_cast<std::byte>(1u << (bit % 8));
     counters_->corruptions.fetch_add(1, std::memory_order_relaxed);
     return true;
   }
 
-  bool enabled() const noexcept { return one_in_ != 0 || delays_on_ || corruption_probability_ > 0; }
+  bool enabled() const noexcept {
+    return live_->socket_failures.load(std::memory_order_relaxed) != 0 || delays_on() ||
+           live_->corruption_probability.load(std::memory_order_relaxed) > 0;
+  }
 
  private:
+  bool delays_on() const noexcept {
+    return live_->delay_typed.load(std::memory_order_relaxed) &&
+           live_->delay_probability.load(std::memory_order_relaxed) > 0 &&
+           live_->delay_max.load(std::memory_order_relaxed) > 0;
+  }
   // xorshift64*: fast, and good enough to pick one operation in N.
   std::uint64_t next() noexcept {
     state_ ^= state_ >> 12;
@@ -86,11 +130,8 @@ class FaultInjector {
   }
   double uniform() noexcept { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
 
-  std::uint32_t one_in_;
-  double delay_probability_;
-  std::chrono::nanoseconds delay_max_;
-  bool delays_on_;
-  double corruption_probability_;
+  std::unique_ptr<LiveInjection> own_;  // the first constructor's settings
+  const LiveInjection* live_;
   std::uint64_t state_;
   InjectionCounters* counters_;
 };

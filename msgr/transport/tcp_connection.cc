@@ -61,7 +61,7 @@ TcpConnection::TcpConnection(std::shared_ptr<TcpWorker> worker, std::shared_ptr<
       client_(client),
       serial_(shared_->next_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(client ? State::connecting : State::idle),
-      injector_(shared_->opts.common.inject, shared_->seed, serial_, &shared_->counters),
+      injector_(shared_->live_injection.get(), shared_->seed, serial_, &shared_->counters),
       stream_(shared_->opts.common.frame_limits) {
   worker_->add_load();
 }

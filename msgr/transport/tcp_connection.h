@@ -37,9 +37,13 @@ namespace siphon::transport {
 // State every worker and connection of one stack shares (read-only except
 // the atomics).
 struct TcpShared {
-  explicit TcpShared(TcpOptions o, std::uint64_t s) : opts(std::move(o)), seed(s) {}
-  const TcpOptions opts;
+  explicit TcpShared(TcpOptions o, std::uint64_t s)
+      : opts(std::move(o)), seed(s), live_injection(std::make_shared<LiveInjection>(opts.common.inject)) {
+    register_live_injection(live_injection);  // `config set ms_inject_*` reaches it
+  }
+  const TcpOptions opts;  // opts.common.inject: as started; live_injection: as now
   const std::uint64_t seed;  // fault-injection seed
+  const std::shared_ptr<LiveInjection> live_injection;
   InjectionCounters counters;
   std::atomic<std::uint64_t> next_serial{0};
   std::atomic<std::size_t> round_robin{0};  // tie-breaker when picking workers

@@ -235,7 +235,10 @@ TcpStack::TcpStack(TcpOptions opts) {
   for (std::size_t i = 0; i < n; ++i) workers_.push_back(std::make_shared<TcpWorker>(i));
 }
 
-TcpStack::~TcpStack() { stop(); }
+TcpStack::~TcpStack() {
+  stop();
+  unregister_live_injection(shared_->live_injection.get());  // `config set` no longer reaches it
+}
 
 Worker& TcpStack::worker(std::size_t i) noexcept { return *workers_[i]; }
 

@@ -2,6 +2,7 @@
 #include "rdma/provider.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "msgr/base/error.h"
 
@@ -41,6 +42,18 @@ std::error_code to_error(WcStatus s) noexcept {
     case WcStatus::general_error: return errc::io_error;
   }
   return errc::io_error;
+}
+
+std::string to_string(const Gid& gid) {
+  std::string out;
+  out.reserve(39);
+  char group[5];
+  for (std::size_t i = 0; i < gid.size(); i += 2) {
+    std::snprintf(group, sizeof(group), "%02x%02x", gid[i], gid[i + 1]);
+    if (i != 0) out += ':';
+    out += group;
+  }
+  return out;
 }
 
 std::string_view to_string(QpState s) noexcept {

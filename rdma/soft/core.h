@@ -573,6 +573,10 @@ class QpCore final : public TimerClient {
   // The modify()-able attributes, engine-owned. Its `state` is unused (the
   // QP's state is state_) and so is pkey_index (one partition).
   QpAttr attr;
+  // The source GID attr.av.sgid_index named when the path was set (the
+  // host's GID table is read then; an interface change later does not
+  // rewrite what the QP connected with). Engine-owned, for query_path().
+  Gid sgid{};
   bool destroyed = false;
 
  private:

@@ -250,6 +250,24 @@ std::error_code QpImpl::modify(const QpAttr& attr, std::uint32_t mask) noexcept 
   }
   return ec;
 }
+std::error_code QpImpl::query_path(QpPath& out) const {
+  // The attributes are engine-owned: read them there, as modify() writes them.
+  std::error_code ec;
+  const QpCore* c = core_.get();
+  fabric_->engine->call([&] {
+    const QpState st = c->state();
+    if (st == QpState::reset || st == QpState::init) {
+      ec = errc::invalid_qp_state;
+      return;
+    }
+    out = QpPath{};
+    out.dest_qp_num = c->attr.dest_qp_num;
+    out.sgid = c->sgid;
+    out.dgid = c->attr.av.dgid;
+    out.path_mtu = c->attr.path_mtu;
+  });
+  return ec;
+}
 std::error_code QpImpl::post_send(std::span<const SendWr> wrs, std::size_t* bad) noexcept {
   return core_->post_send(wrs, bad);
 }

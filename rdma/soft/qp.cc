@@ -165,11 +165,14 @@ std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
   if ((mask & kAttrAccessFlags) != 0 &&
       (a.access_flags & ~static_cast<std::uint32_t>(kLocalWrite | kRemoteWrite | kRemoteRead)) != 0)
     return errc::invalid_argument;
+  Gid path_sgid{};
   if ((mask & kAttrPath) != 0) {
     if (a.path_mtu < Mtu::mtu256 || a.path_mtu > dev.fabric.options.max_mtu ||
         a.av.port_num != 1)
       return errc::invalid_argument;
-    if (a.av.sgid_index >= host_gids().size()) return errc::invalid_argument;
+    const std::vector<GidEntry> gids = host_gids();
+    if (a.av.sgid_index >= gids.size()) return errc::invalid_argument;
+    path_sgid = gids[a.av.sgid_index].gid;
   }
   if ((mask & kAttrDestQpn) != 0 && a.dest_qp_num > 0xFFFFFF) return errc::invalid_argument;
   if ((mask & kAttrMaxDestRdAtomic) != 0 && a.max_dest_rd_atomic > da.max_qp_rd_atom)
@@ -195,6 +198,7 @@ std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kAttrPath) {
     attr.av = a.av;
     attr.path_mtu = a.path_mtu;
+    sgid = path_sgid;
   }
   if (mask & kAttrDestQpn) attr.dest_qp_num = a.dest_qp_num;
   if (mask & kAttrRqPsn) attr.rq_psn = a.rq_psn & wire::kPsnMask;
@@ -232,6 +236,7 @@ void QpCore::reset_all() {
   if (rq_) rq_->clear();
   claimed_.valid = false;
   attr = QpAttr{};
+  sgid = Gid{};
   expected_psn_ = 0;
   pending_err_idx_ = ~0ull;
   reads_out_ = 0;

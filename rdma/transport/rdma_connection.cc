@@ -263,6 +263,12 @@ void RdmaConnection::established(const ConnectInfo& peer) {
   // honoured: with 1 our explicit updates wait for a whole window (credits.h).
   credits_->peer_granted(peer.credits, peer.update_slots);
   state_ = State::established;
+  if (QpPath p; qp_ && !qp_->query_path(p)) {
+    path_ = p;
+  } else if (qp_) {
+    SIPHON_LOG(rdma, 5, "qp {}: the provider cannot report its path; messenger dump shows no peer QPN, GIDs or MTU",
+               qp_num());
+  }
   counted_active_ = true;
   shared_.counters.connections_active.fetch_add(1, std::memory_order_relaxed);
   shared_.refresh_gauges();
@@ -405,6 +411,12 @@ transport::TransportInfo RdmaConnection::info() const {
   transport::TransportInfo i = transport::Connection::info();
   transport::RdmaInfo r;
   r.local_qpn = qp_num();
+  if (path_) {
+    r.remote_qpn = path_->dest_qp_num;
+    r.local_gid = to_string(path_->sgid);
+    r.remote_gid = to_string(path_->dgid);
+    r.path_mtu = mtu_bytes(path_->path_mtu);
+  }
   if (credits_) {
     r.send_credits = credits_->credits();
     r.peer_window = credits_->peer_window();

@@ -166,6 +166,9 @@ class RdmaConnection final : public transport::Connection {
   RdmaWorker& worker_;
   std::unique_ptr<CmId> id_;
   std::unique_ptr<QueuePair> qp_;
+  // The QP's path (peer QPN, GIDs, path MTU) read once when the connection
+  // is established, for info(): a dump then makes no system call.
+  std::optional<QpPath> path_;
   bool client_;
   NetAddress peer_, local_;
   State state_;

@@ -242,6 +242,29 @@ QpState VerbsQp::state() const noexcept {
   return qp_state_from_ibv(qp_->state);
 }
 
+std::error_code VerbsQp::query_path(QpPath& out) const {
+  // What the QP carries, as the device reports it: the destination QPN and
+  // GID and the path MTU set at RTR, and the source GID its sgid_index
+  // names in the port's table (the one rdma-cm or the selection applied).
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  if (const int rc = ::ibv_query_qp(qp_, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_PORT,
+                                    &ia);
+      rc != 0)
+    return setup_error(rc);
+  if (a.qp_state == IBV_QPS_RESET || a.qp_state == IBV_QPS_INIT) return errc::invalid_qp_state;
+  const std::uint8_t port = a.ah_attr.port_num != 0 ? a.ah_attr.port_num : a.port_num;
+  ibv_gid sgid{};
+  if (::ibv_query_gid(qp_->context, port, a.ah_attr.grh.sgid_index, &sgid) != 0)
+    return setup_error(errno != 0 ? errno : EINVAL);
+  out = QpPath{};
+  out.dest_qp_num = a.dest_qp_num;
+  std::memcpy(out.sgid.data(), sgid.raw, out.sgid.size());
+  std::memcpy(out.dgid.data(), a.ah_attr.grh.dgid.raw, out.dgid.size());
+  out.path_mtu = mtu_from_ibv(a.path_mtu);
+  return {};
+}
+
 std::error_code VerbsQp::modify(const QpAttr& attr, std::uint32_t mask) noexcept {
   constexpr std::uint32_t kKnownMask = (kAttrPkeyIndex << 1) - 1;
   if ((mask & ~kKnownMask) != 0) return errc::invalid_argument;

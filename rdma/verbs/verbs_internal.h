@@ -244,6 +244,7 @@ class VerbsQp final : public QueuePair {
   QpState state() const noexcept override;
   const QpCaps& caps() const noexcept override { return caps_; }
   std::error_code modify(const QpAttr& attr, std::uint32_t mask) noexcept override;
+  std::error_code query_path(QpPath& out) const override;
   std::error_code post_send(std::span<const SendWr> wrs, std::size_t* bad) noexcept override;
   std::error_code post_recv(std::span<const RecvWr> wrs, std::size_t* bad) noexcept override;
 

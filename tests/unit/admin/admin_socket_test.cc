@@ -387,7 +387,22 @@ TEST(MessengerDump, ShowsConnectionsWithSessionState) {
     EXPECT_EQ(r["peer_window"], 8);  // test_stack_options: 8 credits each way
     EXPECT_EQ(r["my_window"], 8);
     EXPECT_LE(r["send_credits"].get<std::uint32_t>(), 8u);
+    // The path the provider connected with: MTU and both GIDs in
+    // ibv_devinfo's form ("0000:0000:0000:0000:0000:ffff:7f00:0001").
+    EXPECT_GT(r["path_mtu"].get<std::uint32_t>(), 0u);
+    EXPECT_EQ(r["local_gid"].get<std::string>().size(), 39u) << r.dump();
+    EXPECT_EQ(r["remote_gid"].get<std::string>().size(), 39u) << r.dump();
   }
+  // One connection seen from both ends: each side's remote QPN and GID are
+  // the other's local ones, and both use the same path MTU.
+  const auto& sr = srv["connections"][0]["rdma"];
+  const auto& cr = j["messengers"][1]["connections"][0]["rdma"];
+  EXPECT_EQ(cr["remote_qpn"], sr["local_qpn"]);
+  EXPECT_EQ(sr["remote_qpn"], cr["local_qpn"]);
+  EXPECT_NE(sr["local_qpn"], cr["local_qpn"]);
+  EXPECT_EQ(cr["remote_gid"], sr["local_gid"]);
+  EXPECT_EQ(sr["remote_gid"], cr["local_gid"]);
+  EXPECT_EQ(sr["path_mtu"], cr["path_mtu"]);
 #else
   EXPECT_EQ(srv["stack"], "async+posix");
   EXPECT_FALSE(srv["connections"][0].contains("rdma"));

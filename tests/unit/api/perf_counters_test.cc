@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "msgr/perf/compiled.h"
 #include "msgr/perf/perf_counters.h"
@@ -199,6 +200,32 @@ TEST(PerfCounters, GaugesSurvivePerfResetAndReturnToZeroWhenConnectionsClose) {
   ASSERT_TRUE(eventually([&] { return crs.counters().snapshot().at("connections_active") == 0; }));
   EXPECT_EQ(crs.counters().snapshot().at("qps_active"), 0u);
 #endif
+}
+
+// Two messengers of one entity name (an OSD's public and cluster
+// messengers): the first keeps Ceph's logger name, the second is named by
+// its role, a third without a role is numbered -- never by an address, so
+// the names (and the Prometheus series built from them) are the same on
+// every start.
+TEST(PerfCounters, MessengersOfOneEntityNameGetStableLoggerNames) {
+  std::vector<std::unique_ptr<Messenger>> ms;
+  for (const char* role : {"public", "cluster", ""}) {
+    MessengerOptions o = test_options();
+    o.role = role;
+    ms.push_back(Messenger::create(make_test_stack(test_stack_options(1)), {entity_type::osd, 5}, o));
+    ms.back()->start();
+  }
+  EXPECT_TRUE(dumped("siphon-messenger-osd.5"));
+  EXPECT_TRUE(dumped("siphon-messenger-osd.5-cluster"));
+  EXPECT_TRUE(dumped("siphon-messenger-osd.5-2"));
+  EXPECT_EQ(perf::process_collection().perf_dump().find("siphon-messenger-osd.5-0x"), std::string::npos);
+  for (auto& m : ms) {
+    m->shutdown();
+    m->wait();
+  }
+  ms.clear();
+  EXPECT_FALSE(dumped("siphon-messenger-osd.5"));
+  EXPECT_FALSE(dumped("siphon-messenger-osd.5-cluster"));
 }
 
 // Messengers and stacks come and go on two threads while a third dumps and

@@ -150,18 +150,38 @@ TEST(PerfReset, ZeroesAllButPureGaugesAndLevelsNeverWrap) {
   EXPECT_EQ(l->get(l_msgs).u64, 0u);
 }
 
-TEST(PerfCollection, SecondInstanceOfANameIsToldApartByItsAddress) {
+TEST(PerfCollection, SecondInstanceOfANameGetsAStableSuffix) {
   Collection c;
   auto one = make_logger("objecter");
   auto two = make_logger("objecter");
+  auto three = make_logger("objecter");
   c.add(one);
   c.add(two);
   c.add(two);  // adding twice is a no-op
+  c.add(three);
+  // The first keeps Ceph's name; the others are numbered, never addressed.
   EXPECT_EQ(one->name(), "objecter");
-  EXPECT_EQ(two->name().rfind("objecter-0x", 0), 0u) << two->name();
-  EXPECT_EQ(ojson::parse(c.perf_dump()).size(), 2u);
+  EXPECT_EQ(two->name(), "objecter-2");
+  EXPECT_EQ(three->name(), "objecter-3");
+  EXPECT_EQ(ojson::parse(c.perf_dump()).size(), 3u);
   c.remove(one.get());
-  EXPECT_EQ(ojson::parse(c.perf_dump()).size(), 1u);
+  EXPECT_EQ(ojson::parse(c.perf_dump()).size(), 2u);
+}
+
+TEST(PerfCollection, SecondInstanceOfANameIsToldApartByItsRole) {
+  Collection c;
+  auto pub = make_logger("siphon-messenger-osd.0");
+  auto cluster = make_logger("siphon-messenger-osd.0");
+  auto again = make_logger("siphon-messenger-osd.0");
+  auto unique = make_logger("siphon-messenger-osd.1");
+  c.add(pub, "public");
+  c.add(cluster, "cluster");
+  c.add(again, "cluster");  // the role's name is taken: numbered instead
+  c.add(unique, "cluster");
+  EXPECT_EQ(pub->name(), "siphon-messenger-osd.0");  // alone with its name: exactly Ceph's
+  EXPECT_EQ(cluster->name(), "siphon-messenger-osd.0-cluster");
+  EXPECT_EQ(again->name(), "siphon-messenger-osd.0-2");
+  EXPECT_EQ(unique->name(), "siphon-messenger-osd.1");
 }
 
 TEST(PerfCollection, LabeledLoggersOnlyInCounterDumpWithSchemaInLockstep) {

@@ -868,6 +868,12 @@ TEST_F(VerbsCmPath, AutoSelectionIsAppliedToBothQps) {
     EXPECT_EQ(s->info.path.sgid_index, static_cast<std::uint32_t>(v2));
     EXPECT_EQ(s->info.path.traffic_class, 96);     // DSCP 24, the id's TOS
     EXPECT_EQ(s->info.path.path_mtu, path.path_mtu);  // the port's active MTU
+    // The seam's view (QueuePair::query_path, for messenger dump): the
+    // selected source GID and the same MTU.
+    QpPath qp_path;
+    ASSERT_FALSE(s->ep.qp->query_path(qp_path));
+    EXPECT_EQ(qp_path.sgid, gid_of(ip));
+    EXPECT_EQ(qp_path.path_mtu, path.path_mtu);
     CmPathReport r;
     ASSERT_TRUE(applied_path(*s->id, r));
     EXPECT_EQ(r.applied.sgid_index, static_cast<std::uint32_t>(v2));
@@ -884,6 +890,13 @@ TEST_F(VerbsCmPath, AutoSelectionIsAppliedToBothQps) {
   }
   EXPECT_EQ(p.client.info.dest_qp_num, p.server.ep.qp->qp_num());
   EXPECT_EQ(p.server.info.dest_qp_num, p.client.ep.qp->qp_num());
+  QpPath cp, sp;
+  ASSERT_FALSE(p.client.ep.qp->query_path(cp));
+  ASSERT_FALSE(p.server.ep.qp->query_path(sp));
+  EXPECT_EQ(cp.dest_qp_num, p.server.ep.qp->qp_num());
+  EXPECT_EQ(sp.dest_qp_num, p.client.ep.qp->qp_num());
+  EXPECT_EQ(cp.dgid, sp.sgid);
+  EXPECT_EQ(sp.dgid, cp.sgid);
   EXPECT_TRUE(exchange(p));
 }
 
