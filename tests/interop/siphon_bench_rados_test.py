@@ -10,6 +10,7 @@ Cases (each prints PASS/FAIL):
     returns rados bench's contents, the metadata object holds what it wrote;
   * siphon-bench rados seq and rand read them back and every byte verifies;
     stock `rados bench seq` reads them too;
+  * an object overwritten with other bytes: seq names it, exit status 3;
   * siphon-bench rados seq reads what stock `rados bench write` wrote;
   * siphon-bench rados cleanup removes them all (rados ls);
   * a missing pool: rados's message and exit status 1.
@@ -149,10 +150,20 @@ def main():
                   and "Total reads made:" in out and "is not correct" not in out,
                   f"exit {rc}, {r.get('ops')} reads, {r.get('verify_failures')} failures; {err.strip()[-300:]}")
             if mode == "seq":
-                check("seq read at most what was written", r.get("ops", 0) <= n, f"{r.get('ops')} > {n}")
+                check("seq read at most what was written", r.get("ops", 0) <= n, f"{r.get('ops')} of {n}")
         rc, out, err = rados(c, "bench", "-p", POOL, "2", "seq", "-t", "4", timeout=120)
         check("stock rados bench seq reads what siphon-bench wrote",
               rc == 0 and "Total reads made:" in out and "is not correct" not in out, f"exit {rc} {err.strip()}")
+
+        # --- a damaged object: seq says which and exits 3 -------------------
+        damaged = f"{prefix}_object1"
+        zeros = os.path.join(tmp, "zeros")
+        open(zeros, "wb").write(b"\0" * 4096)
+        rados(c, "-p", POOL, "put", damaged, zeros)
+        rc, out, err = bench(c, "-p", POOL, "2", "seq", "-t", "4")
+        check("seq reports an object whose bytes differ (exit 3, rados bench's line)",
+              rc == 3 and f"{damaged} is not correct!" in out and out.count("is not correct!") == 1,
+              f"exit {rc}; {err.strip()[-200:]}")
 
         # --- the other way round -------------------------------------------
         rc, out, err = rados(c, "bench", "-p", POOL, "2", "write", "-t", "4", "-b", "8192", "--no-cleanup",
