@@ -18,10 +18,8 @@ Daemons are stopped by pid at the end."""
 import json
 import os
 import re
-import shutil
 import socket
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,20 +53,8 @@ def op_data(index, size):
 
 
 def wait_active(c, timeout=180):
-    """Until a create and a stat of 64 probe objects (all PGs, almost
-    surely) succeed: there is no mgr to report PG states."""
-    deadline = time.time() + timeout
-    pending = [f"probe{i}" for i in range(64)]
-    while pending and time.time() < deadline:
-        pending = [n for n in pending
-                   if rados(c, "-p", POOL, "--rados-osd-op-timeout", "8", "create", n)[0] not in (0, 1)
-                   or rados(c, "-p", POOL, "--rados-osd-op-timeout", "8", "stat", n)[0] != 0]
-        if pending:
-            time.sleep(1)
-    if pending:
-        raise RuntimeError(f"pool {POOL}: {pending} not writable within {timeout}s")
-    for n in [f"probe{i}" for i in range(64)]:
-        rados(c, "-p", POOL, "rm", n)
+    """64 probe objects: all 8 PGs of the pool, almost surely."""
+    mo.wait_writable(c, POOL, [f"probe{i}" for i in range(64)], time.time() + timeout)
 
 
 def listing(c):
@@ -84,16 +70,11 @@ def main():
             f"osd data = {tmp}/osd/$cluster-$id", f"pid file = {tmp}/run/$cluster-$name.pid",
             "osd pool default size = 1", "osd pool default min size = 1", "mon allow pool size one = true",
             "osd pool default pg autoscale mode = off"]
-    args = [FIXTURE, "start", tmp]
-    for line in conf:
-        args += ["--conf", line]
-    c = mo.Cluster(tmp)
+    c = mo.start_cluster(FIXTURE, tmp, conf)
+    if c is None:
+        mo.teardown(mo.Cluster(tmp), FIXTURE, tmp)  # whatever half started
+        return 1
     try:
-        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
-        if p.returncode != 0:
-            print(p.stdout.decode())
-            print("FAIL the mon fixture did not start")
-            return 1
         up = [c.start_osd()]
         c.wait_up(up)
         c.ceph("osd", "pool", "create", POOL, "8", "8", "replicated")
@@ -194,12 +175,8 @@ def main():
         check("seq without a write: rados bench's message",
               rc == 1 and "Must write data before running a read benchmark!" in err, f"exit {rc} {err}")
     finally:
-        c.stop_osds()
-        subprocess.run([FIXTURE, "stop", tmp], timeout=60)
-        shutil.rmtree(tmp, ignore_errors=True)
-    failed = RESULTS.count(False)
-    print(f"{len(RESULTS) - failed} passed, {failed} failed")
-    return 1 if failed or not RESULTS else 0
+        mo.teardown(c, FIXTURE, tmp)
+    return mo.summary(RESULTS)
 
 
 if __name__ == "__main__":

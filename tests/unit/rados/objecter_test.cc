@@ -25,6 +25,7 @@
 #include "rados/client/objecter.h"
 #include "rados/osdmap/mosdmap.h"
 #include "rados/osdmap/placement.h"
+#include "fake_mon.h"
 #include "msgr_test_util.h"
 #include "../osdmap/test_data.h"
 
@@ -83,14 +84,7 @@ BufferList mosdmap_front(const proto::Uuid& fsid, const BufferList& full) {
 // Answers subscriptions with a MonMap and, for "osdmap", the map above.
 struct FakeMon : Dispatcher {
   FakeMon() {
-    msgr = Messenger::create(make_test_stack(), {entity_type::mon, 0}, test::test_options(), 0);
-    msgr->set_policy(entity_type::client, Policy::stateless_server());
-    auto reg = std::make_shared<MessageRegistry>();
-    mon::register_mon_messages(*reg);
-    msgr->set_message_registry(reg);
-    msgr->add_dispatcher_tail(this);
-    EXPECT_FALSE(msgr->bind(loopback_any_port()));
-    msgr->start();
+    msgr = test::start_fake_mon(make_test_stack(), this, loopback_any_port(), test::test_options());
   }
   ~FakeMon() override {
     msgr->shutdown();
