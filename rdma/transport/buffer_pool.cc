@@ -245,7 +245,12 @@ PoolBuffer* BufferPool::get(PoolCache* cache, Growth growth) {
     buf = &free_.front();
     free_.pop_front();
     if (cache != nullptr) {
-      for (std::size_t i = 1; i < config_.cache_batch && !free_.empty(); ++i) {
+      // While someone waits, free buffers stay on the shared list: a batch
+      // parked in this cache would be invisible to a waiter that needs
+      // several at once (a transfer's chunks), and with no buffer left in
+      // flight to wake it, it would wait for ever.
+      const std::size_t batch = waiting_.load(std::memory_order_relaxed) ? 1 : config_.cache_batch;
+      for (std::size_t i = 1; i < batch && !free_.empty(); ++i) {
         PoolBuffer& b = free_.front();
         free_.pop_front();
         cache->free_.push_front(b);

@@ -261,5 +261,36 @@ TEST(BufferPool, AWaiterForSeveralBuffersWakesWhenThatManyAreFree) {
   for (PoolBuffer* b : got) pool.put(b, &mine);
 }
 
+// While a transfer waits for several buffers, another worker's get() must
+// not park a batch of free ones in its cache: the waiter cannot see them,
+// and once no buffer is left in flight to come back, nothing would ever
+// wake it (a zero-copy transfer then stalled until its timeout).
+TEST(BufferPool, NoBatchIsParkedInACacheWhileSomeoneWaits) {
+  FakeRegistrar reg;
+  BufferPool pool({"t", 4096, 4, 4, 2, false}, reg);
+  PoolCache mine(pool), other(pool);
+  ASSERT_EQ(pool.prefill_slab(), std::error_code{});
+  std::vector<PoolBuffer*> got;
+  while (PoolBuffer* b = pool.get(&mine, Growth::background)) got.push_back(b);
+  ASSERT_EQ(got.size(), 4u);
+  int wakes = 0;
+  pool.notify_on_release([&] { ++wakes; }, 3);
+  for (int i = 0; i < 2; ++i) {
+    pool.put(got.back(), nullptr);
+    got.pop_back();
+  }
+  // The other worker takes one buffer and gives it back; with a batch
+  // parked in its cache only two of the three free buffers would be on the
+  // shared list.
+  PoolBuffer* b = pool.get(&other, Growth::background);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(other.size(), 0u) << "a free buffer was parked in a cache while a waiter needs it";
+  pool.put(b, &other);
+  pool.put(got.back(), nullptr);
+  got.pop_back();
+  EXPECT_EQ(wakes, 1) << "three buffers are free, the waiter wants three";
+  for (PoolBuffer* x : got) pool.put(x, &mine);
+}
+
 }  // namespace
 }  // namespace siphon::rdma
