@@ -225,6 +225,111 @@ std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteVi
 }
 
 // ---------------------------------------------------------------------------
+// The authorizer
+
+std::optional<Bytes> authorizer_payload(std::uint64_t global_id, const ServiceTicket& ticket, std::uint64_t nonce,
+                                        std::optional<std::uint64_t> server_challenge, std::string& why) {
+  if (ticket.ticket_blob.empty()) {
+    why = fmt::format("no ticket for service {:#x}", ticket.service_id);
+    return std::nullopt;
+  }
+  Bytes body;
+  body.push_back(2);  // CephXAuthorize v2
+  put_u64(body, nonce);
+  body.push_back(server_challenge ? 1 : 0);
+  put_u64(body, server_challenge ? *server_challenge + 1 : 0);  // mod 2^64, as Ceph
+  auto sealed = seal_with_length(ticket.session_key.secret, body, why);
+  if (!sealed) return std::nullopt;
+  Bytes out;
+  out.push_back(1);  // authorizer_v (AUTH_MODE_AUTHORIZER)
+  put_u64(out, global_id);
+  put_u32(out, ticket.service_id);
+  out.insert(out.end(), ticket.ticket_blob.begin(), ticket.ticket_blob.end());
+  out.insert(out.end(), sealed->begin(), sealed->end());
+  return out;
+}
+
+std::optional<std::uint64_t> decode_authorizer_challenge(ByteView session_key, ByteView payload, std::string& why) {
+  auto plain = open(session_key, payload, why);
+  if (!plain) {
+    why = "authorizer challenge: " + why;
+    return std::nullopt;
+  }
+  std::size_t pos = 0;
+  Reader r(*plain, pos, why);
+  r.expect_version(1, "CephXAuthorizeChallenge");
+  const std::uint64_t c = r.u64("server_challenge");
+  if (!r.ok()) return std::nullopt;
+  return c;
+}
+
+std::optional<Bytes> decode_authorize_reply(ByteView session_key, ByteView payload, std::uint64_t nonce,
+                                            std::string& why) {
+  std::size_t pos = 0;
+  Reader r(payload, pos, why);
+  const ByteView ct = r.blob("CephXAuthorizeReply");
+  if (!r.ok()) return std::nullopt;
+  auto plain = open(session_key, ct, why);
+  if (!plain) {
+    why = "CephXAuthorizeReply: " + why;
+    return std::nullopt;
+  }
+  std::size_t pp = 0;
+  Reader pr(*plain, pp, why);
+  const std::uint8_t v = pr.u8("CephXAuthorizeReply");
+  const std::uint64_t nonce_plus_one = pr.u64("nonce_plus_one");
+  if (!pr.ok()) return std::nullopt;
+  if (v < 1 || v > 2) {
+    why = fmt::format("CephXAuthorizeReply version {} (1 or 2 expected)", v);
+    return std::nullopt;
+  }
+  if (nonce_plus_one != nonce + 1) {
+    why = fmt::format("the reply answers nonce {:#x}, ours was {:#x} (a replayed or forged reply)",
+                      nonce_plus_one - 1, nonce);
+    return std::nullopt;
+  }
+  Bytes secret;
+  if (v >= 2) {
+    const ByteView s = pr.blob("connection_secret");
+    if (!pr.ok()) return std::nullopt;
+    secret.assign(s.begin(), s.end());
+  }
+  return secret;
+}
+
+std::optional<Bytes> principal_session_key_request(std::uint64_t global_id, const ServiceTicket& auth_ticket,
+                                                   std::uint64_t nonce, std::uint32_t keys, std::string& why) {
+  auto authorizer = authorizer_payload(global_id, auth_ticket, nonce, std::nullopt, why);
+  if (!authorizer) return std::nullopt;
+  Bytes out;
+  put_u16(out, kCephxGetPrincipalSessionKey);
+  out.insert(out.end(), authorizer->begin(), authorizer->end());
+  out.push_back(1);  // CephXServiceTicketRequest v1
+  put_u32(out, keys);
+  return out;
+}
+
+std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(ByteView auth_session_key,
+                                                                             ByteView result_bl, std::string& why) {
+  std::size_t pos = 0;
+  Reader r(result_bl, pos, why);
+  const std::uint16_t type = r.u16("request_type");
+  const auto status = static_cast<std::int32_t>(r.u32("status"));
+  if (!r.ok()) return std::nullopt;
+  if (type != kCephxGetPrincipalSessionKey) {
+    why = fmt::format("reply to request type {:#06x}, expected {:#06x}", type, kCephxGetPrincipalSessionKey);
+    return std::nullopt;
+  }
+  if (status != 0) {
+    why = fmt::format("mon answered status {}", status);
+    return std::nullopt;
+  }
+  std::vector<ServiceTicket> tickets;
+  if (!decode_ticket_reply(result_bl, pos, auth_session_key, tickets, why)) return std::nullopt;
+  return tickets;
+}
+
+// ---------------------------------------------------------------------------
 // The accepting side
 
 std::optional<AuthenticateRequest> decode_authenticate(ByteView payload, std::string& why) {

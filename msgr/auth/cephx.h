@@ -77,6 +77,41 @@ std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteVi
 bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vector<ServiceTicket>& out,
                          std::string& why);
 
+// --- the authorizer towards OSD, MGR and MDS (cephx.md §4) ---------------------
+//
+//   C: AUTH_REQUEST       authorizer_payload(gid, ticket, nonce, no challenge)
+//   S: AUTH_REPLY_MORE    decode_authorizer_challenge(service session key)
+//   C: AUTH_REQUEST_MORE  authorizer_payload(gid, ticket, nonce, challenge)
+//   S: AUTH_DONE          decode_authorize_reply() -> connection secret
+//   both: AUTH_SIGNATURE  hmac_sha256(service session key, the bytes received)
+
+// u8 1 | u64 global_id | u32 service_id | the ticket blob verbatim |
+// u32 len + seal(CephXAuthorize v2 {nonce, have_challenge,
+// server_challenge + 1}) under the ticket's session key.
+std::optional<Bytes> authorizer_payload(std::uint64_t global_id, const ServiceTicket& ticket, std::uint64_t nonce,
+                                        std::optional<std::uint64_t> server_challenge, std::string& why);
+// AUTH_REPLY_MORE from a service: seal(CephXAuthorizeChallenge {u8 1,
+// u64}) with no length prefix (cephx.md §4.2).
+std::optional<std::uint64_t> decode_authorizer_challenge(ByteView session_key, ByteView payload, std::string& why);
+// AUTH_DONE from a service: u32 len + seal(CephXAuthorizeReply). Checks
+// that it answers `nonce` (nonce + 1); returns the connection secret (empty
+// for a v1 reply: crc mode).
+std::optional<Bytes> decode_authorize_reply(ByteView session_key, ByteView payload, std::uint64_t nonce,
+                                            std::string& why);
+
+// --- service ticket renewal inside a mon session (cephx.md §3.8) ----------------
+
+// MAuth's auth_payload for CEPHX_GET_PRINCIPAL_SESSION_KEY: u16 0x0200 | the
+// authorizer built from the AUTH ticket (no challenge) | CephXServiceTicket-
+// Request {u8 1, u32 keys}.
+std::optional<Bytes> principal_session_key_request(std::uint64_t global_id, const ServiceTicket& auth_ticket,
+                                                   std::uint64_t nonce, std::uint32_t keys, std::string& why);
+// MAuthReply's result_bl for it: u16 0x0200 | s32 status | a service ticket
+// reply sealed with the AUTH session key. The renewed tickets, or nullopt
+// with the reason (a non-zero status included).
+std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(ByteView auth_session_key,
+                                                                             ByteView result_bl, std::string& why);
+
 // --- the accepting side: cephx's key-based exchange (cephx.md §8.4a) ----------
 // A Siphon daemon without a monitor plays the monitor's part of §3 for the
 // entities in its keyring: it challenges, checks the proof, and hands out a

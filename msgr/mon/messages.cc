@@ -160,6 +160,50 @@ void MMonGetVersionReply::decode_payload() {
   });
 }
 
+// --- MAuth / MAuthReply ---------------------------------------------------------------
+
+void MAuth::encode_payload(std::uint64_t) {
+  encode_into(front(), [&](Encoder& e) {
+    e.u64(paxos.version);
+    e.u16(static_cast<std::uint16_t>(paxos.session_mon));
+    e.u64(paxos.session_mon_tid);
+    e.u32(protocol);
+    e.blob(auth_payload);
+    e.u32(monmap_epoch);
+  });
+}
+
+void MAuth::decode_payload() {
+  decode_or_throw(front(), "MAuth", [&](Decoder& d) {
+    paxos.version = d.u64("paxos version");
+    paxos.session_mon = static_cast<std::int16_t>(d.u16("session_mon"));
+    paxos.session_mon_tid = d.u64("session_mon_tid");
+    protocol = d.u32("protocol");
+    auth_payload = d.blob("auth_payload");
+    monmap_epoch = d.u32("monmap_epoch");
+  });
+}
+
+void MAuthReply::encode_payload(std::uint64_t) {
+  encode_into(front(), [&](Encoder& e) {
+    e.u32(protocol);
+    e.s32(result);
+    e.u64(global_id);
+    e.blob(result_bl);
+    e.string(result_msg);
+  });
+}
+
+void MAuthReply::decode_payload() {
+  decode_or_throw(front(), "MAuthReply", [&](Decoder& d) {
+    protocol = d.u32("protocol");
+    result = d.s32("result");
+    global_id = d.u64("global_id");
+    result_bl = d.blob("result_bl");
+    result_msg = d.string("result_msg");
+  });
+}
+
 // --- MMonCommand(Ack) ----------------------------------------------------------------
 
 void MMonCommand::encode_payload(std::uint64_t) { encode_fields(*this); }
@@ -177,6 +221,7 @@ void register_mon_messages(MessageRegistry& registry) {
   registry.add<MMonGetVersionReply>();
   registry.add<MMonCommand>();
   registry.add<MMonCommandAck>();
+  registry.add<MAuthReply>();
 }
 
 }  // namespace siphon::mon

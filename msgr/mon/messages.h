@@ -38,6 +38,8 @@ inline constexpr std::uint16_t kMsgMonMap = 4;
 inline constexpr std::uint16_t kMsgMonGetMap = 5;
 inline constexpr std::uint16_t kMsgMonSubscribe = 15;
 inline constexpr std::uint16_t kMsgMonSubscribeAck = 16;
+inline constexpr std::uint16_t kMsgAuth = 17;
+inline constexpr std::uint16_t kMsgAuthReply = 18;
 inline constexpr std::uint16_t kMsgMonGetVersion = 19;
 inline constexpr std::uint16_t kMsgMonGetVersionReply = 20;
 inline constexpr std::uint16_t kMsgOsdMap = 41;
@@ -109,6 +111,36 @@ class MMonSubscribe final : public Message {
   void encode_payload(std::uint64_t features) override;
   void decode_payload() override;
   std::string_view type_name() const noexcept override { return "mon_subscribe"; }
+};
+
+// MAuth (cephx.md §3.8): a cephx request inside an established mon session
+// (Siphon sends CEPHX_GET_PRINCIPAL_SESSION_KEY to renew service tickets).
+class MAuth final : public Message {
+ public:
+  static constexpr std::uint16_t kType = kMsgAuth;
+  MAuth() : Message(kType, 1, 1) { set_priority(127); }
+  PaxosHeader paxos;
+  std::uint32_t protocol = 2;  // cephx
+  BufferList auth_payload;
+  std::uint32_t monmap_epoch = 0;
+  void encode_payload(std::uint64_t features) override;
+  void decode_payload() override;
+  std::string_view type_name() const noexcept override { return "auth"; }
+};
+
+// MAuthReply: the mon's answer; result_bl starts with CephXResponseHeader.
+class MAuthReply final : public Message {
+ public:
+  static constexpr std::uint16_t kType = kMsgAuthReply;
+  MAuthReply() : Message(kType, 1, 1) {}
+  std::uint32_t protocol = 0;
+  std::int32_t result = 0;
+  std::uint64_t global_id = 0;
+  BufferList result_bl;
+  std::string result_msg;
+  void encode_payload(std::uint64_t features) override;
+  void decode_payload() override;
+  std::string_view type_name() const noexcept override { return "auth_reply"; }
 };
 
 class MMonGetVersion final : public Message {

@@ -129,6 +129,7 @@ void MonClient::hunter_loop() {
       continue;
     }
     if (connected_ && con_) {
+      maybe_renew_tickets_locked(now);
       if (opts_.keepalive_interval.count() > 0 && now >= next_keepalive) {
         con_->send_keepalive();
         next_keepalive = now + opts_.keepalive_interval;
@@ -279,6 +280,9 @@ bool MonClient::ms_dispatch(MessageRef m) {
     case MPing::kType:
       pong_ = static_cast<const MPing&>(*m).json;
       break;
+    case MAuthReply::kType:
+      handle_auth_reply_locked(static_cast<const MAuthReply&>(*m));
+      break;
     default: {
       // Not for us (config, mgrmap, osdmap of a subscription, unknown types):
       // offered to the application's handler, then dropped.
@@ -296,6 +300,58 @@ bool MonClient::ms_dispatch(MessageRef m) {
   }
   cv_.notify_all();
   return true;
+}
+
+// --- service ticket renewal ---------------------------------------------------------
+
+// Once three quarters of a service ticket's validity have passed, ask the
+// mon for fresh ones with the AUTH ticket (CEPHX_GET_PRINCIPAL_SESSION_KEY),
+// as Ceph's MonClient does, so OSD and MGR sessions opened later present a
+// ticket the services still accept.
+void MonClient::maybe_renew_tickets_locked(Clock::time_point now) {
+  const auto& store = opts_.auth.tickets;
+  if (!store || now < renew_not_before_ || con_->auth_info().method != proto::kAuthMethodCephx) return;
+  const std::uint32_t due = store->due();
+  if (due == 0) return;
+  const auto auth_ticket = store->get(auth::kServiceAuth);
+  if (!auth_ticket || auth_ticket->ticket.ticket_blob.empty()) return;  // a Siphon daemon's key-based session
+  std::string why;
+  const std::uint32_t keys = (opts_.auth.want_keys & ~auth::kServiceAuth) | due;
+  auto payload = auth::principal_session_key_request(auth_ticket->global_id, auth_ticket->ticket, auth::random_u64(),
+                                                     keys, why);
+  renew_not_before_ = now + std::chrono::seconds(5);  // one request at a time; again if unanswered
+  if (!payload) {
+    SIPHON_LOG(ms, 1, "mon client: cannot build the ticket renewal request: {}", why);
+    return;
+  }
+  auto m = make_message<MAuth>();
+  m->auth_payload = BufferList::copy_of(payload->data(), payload->size());
+  m->monmap_epoch = monmap_ ? monmap_->epoch : 0;
+  SIPHON_LOG(ms, 5, "mon client: renewing service tickets {:#x}", keys);
+  send_locked(m);
+}
+
+void MonClient::handle_auth_reply_locked(const MAuthReply& r) {
+  const auto& store = opts_.auth.tickets;
+  const auto auth_ticket = store ? store->get(auth::kServiceAuth) : std::nullopt;
+  if (!auth_ticket) return;
+  std::string why;
+  std::optional<std::vector<auth::ServiceTicket>> tickets;
+  if (r.result != 0) {
+    why = fmt::format("result {} ({})", r.result, r.result_msg);
+  } else {
+    auth::Bytes bl(r.result_bl.length());
+    r.result_bl.copy_out(0, bl.size(), bl.data());
+    tickets = auth::decode_principal_session_key_reply(auth_ticket->ticket.session_key.secret, bl, why);
+  }
+  if (!tickets) {
+    SIPHON_LOG(ms, 1, "mon client: the mon refused or garbled our service ticket renewal: {}; retrying", why);
+    return;
+  }
+  store->update(auth_ticket->global_id, *tickets);
+  renew_not_before_ = {};
+  ++renewals_;
+  SIPHON_LOG(ms, 5, "mon client: renewed {} service tickets", tickets->size());
 }
 
 // --- requests -------------------------------------------------------------------
@@ -473,6 +529,11 @@ std::uint64_t MonClient::session_resets() const {
 std::uint64_t MonClient::sessions_opened() const {
   std::lock_guard l(mtx_);
   return opened_;
+}
+
+std::uint64_t MonClient::ticket_renewals() const {
+  std::lock_guard l(mtx_);
+  return renewals_;
 }
 
 MonError MonClient::last_error() const {

@@ -147,6 +147,8 @@ class MonClient final : private Dispatcher {
   std::uint64_t sessions_opened() const;
   // The error that ended the last session attempt.
   MonError last_error() const;
+  // Service ticket renewals the mon granted on this client's sessions.
+  std::uint64_t ticket_renewals() const;
   Messenger* messenger() { return msgr_.get(); }
   // The global_id the mon assigned to this client's current session (0
   // when not connected): an OSD client's gid.
@@ -204,6 +206,13 @@ class MonClient final : private Dispatcher {
   std::chrono::steady_clock::time_point connected_at_{};
   std::uint64_t resets_ = 0;
   std::uint64_t opened_ = 0;
+  // Service ticket renewal (cephx.md §3.8): the next time an MAuth may go
+  // out (one at a time; retried if the mon does not answer), and how many
+  // renewals the mon granted.
+  std::chrono::steady_clock::time_point renew_not_before_{};
+  std::uint64_t renewals_ = 0;
+  void maybe_renew_tickets_locked(std::chrono::steady_clock::time_point now);
+  void handle_auth_reply_locked(const MAuthReply& r);
   MonError last_error_;
   bool fatal_ = false;      // last_error_ is permanent
   std::uint64_t last_tid_ = 0;

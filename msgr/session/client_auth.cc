@@ -8,10 +8,20 @@
 //   AUTH_SIGNATURE = HMAC-SHA256(session key, every byte received so far),
 //   and the server's must equal the HMAC of every byte we sent.
 //
-// The authorizer towards OSD/MGR/MDS (cephx.md §4) is not implemented: to
-// those peers cephx is skipped and the next method of the list is tried,
-// unless ClientAuth::key_based_everywhere asks for the exchange above with
-// every peer (Siphon daemons that authenticate from a keyring).
+// Towards an OSD, MGR or MDS, cephx is the authorizer (cephx.md §4): the
+// service ticket the monitor handed out (ClientAuth::tickets), challenged
+// once by the service:
+//
+//   AUTH_REQUEST(cephx, modes, 01 | gid | service | ticket | CephXAuthorize)
+//   <- AUTH_REPLY_MORE(CephXAuthorizeChallenge, under the ticket's key)
+//   AUTH_REQUEST_MORE(the authorizer again, answering challenge + 1)
+//   <- AUTH_DONE(CephXAuthorizeReply: nonce + 1, connection secret)
+//   AUTH_SIGNATURE = HMAC-SHA256(the ticket's session key, ...), as above.
+//
+// With no ticket for the peer's type cephx is skipped and the next method
+// of the list is tried. ClientAuth::key_based_everywhere asks for the
+// monitor's exchange with every peer instead (Siphon daemons that
+// authenticate from a keyring).
 #include <fmt/format.h>
 
 #include "msgr/auth/cephx.h"
@@ -54,22 +64,41 @@ Step ClientHandshake::send(Step s, Frame f) {
   return s;
 }
 
+bool ClientHandshake::cephx_usable() const {
+  const ClientAuth& a = me_.auth;
+  if (a.secret.empty()) return false;
+  if (expected_peer_type_ == proto::kEntityTypeMon || a.key_based_everywhere) return true;
+  // The service id of a ticket is the peer's entity type (cephx.md §3.4).
+  return a.tickets && a.tickets->get(expected_peer_type_).has_value();
+}
+
 Step ClientHandshake::send_auth_request(Step s) {
   const bool to_mon = expected_peer_type_ == proto::kEntityTypeMon;
   const bool mon_like = to_mon || expected_peer_type_ == proto::kEntityTypeMgr;
   const ClientAuth& a = me_.auth;
   for (const std::uint32_t m : a.methods) {
     if (contains(tried_, m)) continue;
-    if (m == proto::kAuthMethodCephx && (a.secret.empty() || !(to_mon || a.key_based_everywhere))) continue;
+    if (m == proto::kAuthMethodCephx && !cephx_usable()) continue;
     if (m != proto::kAuthMethodCephx && m != proto::kAuthMethodNone) continue;
     method_ = m;
     tried_.push_back(m);
     challenged_ = false;
+    authorizer_.reset();
     AuthRequest req;
     req.method = m;
     if (m == proto::kAuthMethodCephx) {
       req.preferred_modes = mon_like ? a.mon_modes : a.modes;
-      req.auth_payload = proto::auth_none_mon_payload(me_.auth_name, 0);  // same layout (cephx.md §3.1)
+      if (to_mon || a.key_based_everywhere) {
+        req.auth_payload = proto::auth_none_mon_payload(me_.auth_name, 0);  // same layout (cephx.md §3.1)
+      } else {
+        authorizer_ = a.tickets->get(expected_peer_type_);
+        authorizer_nonce_ = svc_.random_cookie();
+        std::string why;
+        auto body = auth::authorizer_payload(authorizer_->global_id, authorizer_->ticket, authorizer_nonce_,
+                                             std::nullopt, why);
+        if (!body) return fail(errc::auth_failed, "cephx authorizer: " + why);
+        req.auth_payload = BufferList::copy_of(body->data(), body->size());
+      }
     } else {
       req.preferred_modes = {kConModeCrc};  // auth none allows crc only
       // The authorizer names the global_id the mon gave us, which is our
@@ -83,8 +112,10 @@ Step ClientHandshake::send_auth_request(Step s) {
   std::string why = fmt::format("no usable auth method for {} towards a {} (auth_client_required: {})",
                                 me_.auth_name.to_string(), proto::entity_type_name(expected_peer_type_),
                                 join(a.methods, method_name));
-  if (contains(a.methods, proto::kAuthMethodCephx) && !to_mon && !a.key_based_everywhere)
-    why += "; cephx towards OSD/MGR/MDS (the authorizer) is not implemented yet";
+  if (contains(a.methods, proto::kAuthMethodCephx) && !a.secret.empty() && !to_mon && !a.key_based_everywhere)
+    why += fmt::format("; cephx towards a {} needs the service ticket a monitor hands out, and there is none "
+                       "(authenticate with a monitor first, with cephx)",
+                       proto::entity_type_name(expected_peer_type_));
   return fail(errc::auth_unsupported, std::move(why));
 }
 
@@ -103,9 +134,7 @@ Step ClientHandshake::on_auth_bad_method(const Frame& f) {
   // The next method of ours that the peer allows (Ceph's client does the same).
   for (const std::uint32_t m : a.methods) {
     if (contains(tried_, m) || !contains(bad.allowed_methods, m)) continue;
-    if (m == proto::kAuthMethodCephx &&
-        (a.secret.empty() || !(expected_peer_type_ == proto::kEntityTypeMon || a.key_based_everywhere)))
-      continue;
+    if (m == proto::kAuthMethodCephx && !cephx_usable()) continue;
     return send_auth_request(Step{});
   }
   why = fmt::format("peer rejected auth method {} (result {}); it allows methods [{}] and modes [{}]; "
@@ -136,6 +165,17 @@ Step ClientHandshake::on_auth_reply_more(const Frame& f) {
   std::string why;
   if (!decode(f, more, why)) return fail(errc::decode_error, std::move(why));
   const auth::Bytes payload = bytes_of(more.auth_payload);
+  if (authorizer_) {
+    auto c = auth::decode_authorizer_challenge(authorizer_->ticket.session_key.secret, payload, why);
+    if (!c) return fail(errc::auth_failed, fmt::format("the {}'s cephx challenge: {}",
+                                                       proto::entity_type_name(expected_peer_type_), why));
+    challenged_ = true;
+    auto body = auth::authorizer_payload(authorizer_->global_id, authorizer_->ticket, authorizer_nonce_, *c, why);
+    if (!body) return fail(errc::auth_failed, "cephx authorizer: " + why);
+    AuthRequestMore req;
+    req.auth_payload = BufferList::copy_of(body->data(), body->size());
+    return send(Step{}, encode(req));
+  }
   auto challenge = auth::decode_server_challenge(payload, why);
   if (!challenge) return fail(errc::decode_error, "cephx server challenge: " + why);
   challenged_ = true;
@@ -157,6 +197,7 @@ Step ClientHandshake::on_cephx_done(const AuthDone& d) {
                                                     mode_name(d.con_mode)));
   const auth::Bytes payload = bytes_of(d.auth_payload);
   std::string why;
+  if (authorizer_) return on_authorizer_done(d, payload);
   auto r = auth::decode_mon_auth_done(me_.auth.secret, payload, why);
   if (!r)
     return fail(errc::auth_failed, fmt::format("cannot read the monitor's cephx reply with the key of {} from "
@@ -173,7 +214,37 @@ Step ClientHandshake::on_cephx_done(const AuthDone& d) {
     s.secure = true;
     s.connection_secret = r->connection_secret;
   }
+  // The service tickets, for this client's connections to OSDs, MGRs and MDSs.
+  // The AUTH ticket too: the MonClient renews the others with it.
+  if (me_.auth.tickets) {
+    me_.auth.tickets->update(d.global_id, {r->auth});
+    if (!r->extra.empty()) me_.auth.tickets->update(d.global_id, r->extra);
+  }
   cephx_ = std::move(*r);
+  s.send.push_back(encode(out));
+  state_ = State::sig_wait;
+  return s;
+}
+
+Step ClientHandshake::on_authorizer_done(const AuthDone& d, const auth::Bytes& payload) {
+  std::string why;
+  auto secret = auth::decode_authorize_reply(authorizer_->ticket.session_key.secret, payload, authorizer_nonce_, why);
+  if (!secret)
+    return fail(errc::auth_failed, fmt::format("cannot accept the {}'s cephx reply: {}",
+                                               proto::entity_type_name(expected_peer_type_), why));
+  session_key_ = authorizer_->ticket.session_key.secret;
+  const auth::Sha256 sig = auth::hmac_sha256(session_key_, rx_);
+  AuthSignature out;
+  std::copy(sig.begin(), sig.end(), out.sha256.begin());
+  Step s;
+  if (d.con_mode == proto::kConModeSecure) {
+    if (secret->size() < 40)
+      return fail(errc::auth_failed, fmt::format("secure mode chosen, but the {}'s connection secret has {} bytes "
+                                                 "(needs 40)", proto::entity_type_name(expected_peer_type_),
+                                                 secret->size()));
+    s.secure = true;
+    s.connection_secret = std::move(*secret);
+  }
   s.send.push_back(encode(out));
   state_ = State::sig_wait;
   return s;

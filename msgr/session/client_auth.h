@@ -4,14 +4,73 @@
 // hands it to every handshake it starts (Messenger::set_client_auth).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "msgr/auth/cephx.h"
 #include "msgr/proto/types.h"
 
 namespace siphon::session {
+
+// The service tickets a monitor handed out with the AUTH ticket (cephx.md
+// §3.4: other_keys), which the authorizer towards OSDs, MGRs and MDSs
+// presents (§4). Copies of one ClientAuth share one store: the mon
+// session's handshake fills it, every other connection of the client reads
+// it. A reconnect to a monitor replaces the tickets.
+//
+// Service tickets last auth_service_ticket_ttl (1 h by default); like Ceph's
+// client, the MonClient renews them (MAuth GET_PRINCIPAL_SESSION_KEY) once
+// three quarters of that have passed: due() says which.
+class TicketStore {
+ public:
+  using Clock = std::chrono::steady_clock;
+  struct Entry {
+    std::uint64_t global_id = 0;  // ours, as the tickets name it
+    auth::ServiceTicket ticket;
+    Clock::time_point renew_after;
+  };
+  void update(std::uint64_t global_id, const std::vector<auth::ServiceTicket>& tickets,
+              Clock::time_point now = Clock::now()) {
+    std::lock_guard l(mu_);
+    for (const auth::ServiceTicket& t : tickets) {
+      const auto validity = std::chrono::seconds(t.validity_sec) + std::chrono::nanoseconds(t.validity_nsec);
+      by_service_[t.service_id] =
+          Entry{global_id, t, now + std::chrono::duration_cast<Clock::duration>(validity * 3 / 4)};
+    }
+    ++generation_;
+  }
+  std::optional<Entry> get(std::uint32_t service_id) const {
+    std::lock_guard l(mu_);
+    const auto it = by_service_.find(service_id);
+    if (it == by_service_.end()) return std::nullopt;
+    return it->second;
+  }
+  // The services (a bit mask of ids) whose tickets are due for renewal at
+  // `now`; the AUTH ticket itself is renewed by authenticating again.
+  std::uint32_t due(Clock::time_point now = Clock::now()) const {
+    std::lock_guard l(mu_);
+    std::uint32_t mask = 0;
+    for (const auto& [id, e] : by_service_)
+      if (id != auth::kServiceAuth && e.renew_after <= now) mask |= id;
+    return mask;
+  }
+  // Bumped by every update (tests and logs see renewals).
+  std::uint64_t generation() const {
+    std::lock_guard l(mu_);
+    return generation_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::map<std::uint32_t, Entry> by_service_;
+  std::uint64_t generation_ = 0;
+};
 
 // How the connecting side authenticates (cephx.md §3, §7). compat/ fills
 // it from auth_client_required, the keyring and ms_*_mode.
@@ -32,6 +91,9 @@ struct ClientAuth {
   // every type, not only monitors: for Siphon daemons that authenticate
   // their peers from a keyring (ServerAuth), with no monitor in between.
   bool key_based_everywhere = false;
+  // Where the service tickets for the authorizer come from (shared by
+  // copies: the MonClient's and the Objecter's ClientAuth are one store).
+  std::shared_ptr<TicketStore> tickets = std::make_shared<TicketStore>();
 };
 
 // How the accepting side authenticates its peers (cephx.md §7, §8.4a).

@@ -294,6 +294,7 @@ class ClientHandshake : public detail::HandshakeCommon<ClientHandshakeState> {
   Step on_auth_bad_method(const Frame& f);
   Step on_auth_reply_more(const Frame& f);
   Step on_cephx_done(const AuthDone& d);
+  Step on_authorizer_done(const AuthDone& d, const auth::Bytes& payload);
   Step check_cephx_signature(const Frame& f);
   // Appends a frame's wire bytes to the transcript of what we sent/received.
   void record(const Frame& f, auth::Bytes& into) const;
@@ -322,6 +323,13 @@ class ClientHandshake : public detail::HandshakeCommon<ClientHandshakeState> {
   bool challenged_ = false;
   auth::Bytes session_key_;
   std::optional<auth::MonAuthResult> cephx_;
+  // cephx towards an OSD/MGR/MDS: the service ticket presented and the
+  // authorizer's nonce (cephx.md §4).
+  std::optional<TicketStore::Entry> authorizer_;
+  std::uint64_t authorizer_nonce_ = 0;
+  // Whether cephx can be offered to this peer: a key, and a monitor (or the
+  // key-based exchange everywhere) or a service ticket for the peer's type.
+  bool cephx_usable() const;
 };
 
 class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {

@@ -1,7 +1,10 @@
 // libFuzzer target: the cephx decoders a hostile monitor (or a hostile
 // keyring file) reaches (msgr/auth): AUTH_REPLY_MORE's server challenge,
 // AUTH_DONE's payload (tickets, connection secret, extra tickets) opened
-// with the lab's client.admin key, the text keyring and base64 keys.
+// with the lab's client.admin key, the text keyring and base64 keys; and
+// what a hostile OSD or monitor sends the authorizer and the ticket renewal:
+// the service's challenge, its CephXAuthorizeReply, MAuthReply's result_bl
+// (opened with the key as a session key).
 // Oracles: no crash or sanitizer report; a decoded AUTH_DONE has a 16-byte
 // session key; a rejection always says why.
 #include <cstddef>
@@ -34,6 +37,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   }
   why.clear();
   if (!decode_server_challenge(in, why)) check(!why.empty());
+  why.clear();
+  if (!decode_authorizer_challenge(kAdmin, in, why)) check(!why.empty());
+  why.clear();
+  if (!decode_authorize_reply(kAdmin, in, 0x1234, why)) check(!why.empty());
+  why.clear();
+  if (auto t = decode_principal_session_key_reply(kAdmin, in, why)) {
+    for (const auto& x : *t) check(x.session_key.secret.size() >= kAesKeySize);
+  } else {
+    check(!why.empty());
+  }
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   why.clear();
   if (!Keyring::parse(text, "fuzz.keyring", why)) check(!why.empty());

@@ -150,6 +150,43 @@ TEST(MonInterop, CephxWithTheKeyringAndAWrongKey) {
   log::set_sink(nullptr);
 }
 
+// Service tickets are renewed before they expire (cephx.md §3.8): with
+// auth_service_ticket_ttl lowered to 20 s the MonClient asks the mon for new
+// ones (MAuth GET_PRINCIPAL_SESSION_KEY) after 15 s; the OSD ticket in the
+// shared store changes (a new session key), and the session keeps working.
+TEST(MonInterop, CephxServiceTicketsAreRenewedBeforeTheyExpire) {
+  SIPHON_START_MON(mon, std::vector<std::string>{"auth service ticket ttl = 20"}, true);
+  std::ifstream in(mon.keyring());
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string why;
+  const auto kr = auth::Keyring::parse(text.str(), mon.keyring(), why);
+  ASSERT_TRUE(kr) << why;
+  const auth::KeyringEntry* admin = kr->find("client.admin");
+  ASSERT_NE(admin, nullptr);
+  MonClientOptions o = client_options(mon);
+  o.auth.methods = {proto::kAuthMethodCephx};
+  o.auth.secret = admin->key.secret;
+  o.auth.key_source = "keyring " + mon.keyring();
+  MonClient mc(tcp_stack(), o);
+  ASSERT_FALSE(mc.connect(20s));
+  const auto first = o.auth.tickets->get(auth::kServiceOsd);
+  ASSERT_TRUE(first) << "the mon handed out no OSD ticket";
+  EXPECT_EQ(first->ticket.validity_sec, 20u);
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (mc.ticket_renewals() == 0 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(200ms);
+  ASSERT_GT(mc.ticket_renewals(), 0u) << "no renewal within 60 s of a 20 s ticket";
+  const auto renewed = o.auth.tickets->get(auth::kServiceOsd);
+  ASSERT_TRUE(renewed);
+  EXPECT_NE(auth::hex(renewed->ticket.session_key.secret), auth::hex(first->ticket.session_key.secret));
+  EXPECT_EQ(renewed->global_id, first->global_id);
+  EXPECT_NE(renewed->ticket.ticket_blob, first->ticket.ticket_blob);
+  const auto r = mc.command({R"({"prefix": "fsid", "format": "json"})"}, {}, 20s);
+  EXPECT_EQ(r.r, 0) << r.rs;
+  EXPECT_EQ(mc.sessions_opened(), 1u) << "the session was not kept";
+  mc.shutdown();
+}
+
 TEST(MonInterop, GetVersionEqualsWhatCephReports) {
   SIPHON_START_MON(mon);
   int rc = 0;

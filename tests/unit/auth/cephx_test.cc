@@ -95,3 +95,59 @@ TEST(Cephx, FlippedBitsNeverCrash) {
 
 }  // namespace
 }  // namespace siphon::auth
+
+namespace siphon::auth {
+namespace {
+
+// The renewal request of golden connection E (cephx.md §12.6): gid 4139,
+// the AUTH ticket (secret_id 2, a 96-byte blob), AUTH session key
+// adc7...ecda, nonce 0x05098b7360d4d987, keys 0x15: 165 bytes laid out as
+// captured, and its CephXAuthorize opens to the captured plaintext.
+TEST(CephxRenewal, RequestHasTheCapturedLayout) {
+  ServiceTicket t;
+  t.service_id = kServiceAuth;
+  t.session_key.secret = golden::unhex("adc7174aac52ba6a8fea3d2dbfb3ecda");
+  Bytes blob = golden::unhex("01 0200000000000000 60000000");
+  blob.resize(blob.size() + 96, 0xab);
+  t.ticket_blob = blob;
+  std::string why;
+  const auto req = principal_session_key_request(4139, t, 0x05098b7360d4d987ull, 0x15, why);
+  ASSERT_TRUE(req) << why;
+  ASSERT_EQ(req->size(), 165u);
+  EXPECT_EQ(hex(ByteView(*req).first(19)), "0002012b100000000000002000000001020000");
+  EXPECT_EQ(hex(ByteView(*req).last(5)), "0115000000");
+  const ByteView ct = ByteView(*req).subspan(2 + 1 + 8 + 4 + blob.size() + 4, 32);
+  const auto plain = open(t.session_key.secret, ct, why);
+  ASSERT_TRUE(plain) << why;
+  EXPECT_EQ(hex(*plain), "0287d9d460738b0905000000000000000000");
+}
+
+// The reply: a status other than 0, a wrong request type and a truncated
+// ticket reply are refused with the reason; a good one gives the tickets.
+TEST(CephxRenewal, ReplyIsCheckedAndOpened) {
+  const Bytes key = golden::unhex("adc7174aac52ba6a8fea3d2dbfb3ecda");
+  std::string why;
+  EXPECT_FALSE(decode_principal_session_key_reply(key, golden::unhex("0002 f3ffffff"), why));
+  EXPECT_NE(why.find("status -13"), std::string::npos) << why;
+  EXPECT_FALSE(decode_principal_session_key_reply(key, golden::unhex("0001 00000000"), why));
+  EXPECT_NE(why.find("request type"), std::string::npos) << why;
+  EXPECT_FALSE(decode_principal_session_key_reply(key, golden::unhex("0002 00000000 01 03000000"), why));
+  // One OSD ticket, its CephXServiceTicket sealed with the AUTH session key.
+  Bytes st = golden::unhex("01 0100 09920e6b 0671aa0c 1000 6baf4dcc9c398224e11a84d239c261c4 3c000000 00000000");
+  const auto sealed = seal_with_length(key, st, why);
+  ASSERT_TRUE(sealed) << why;
+  Bytes bl = golden::unhex("0002 00000000 01 01000000 04000000 01");
+  bl.insert(bl.end(), sealed->begin(), sealed->end());
+  const Bytes ticket = golden::unhex("00 11000000 01 0300000000000000 04000000 deadbeef");
+  bl.insert(bl.end(), ticket.begin(), ticket.end());
+  const auto tickets = decode_principal_session_key_reply(key, bl, why);
+  ASSERT_TRUE(tickets) << why;
+  ASSERT_EQ(tickets->size(), 1u);
+  EXPECT_EQ((*tickets)[0].service_id, kServiceOsd);
+  EXPECT_EQ(hex((*tickets)[0].session_key.secret), "6baf4dcc9c398224e11a84d239c261c4");
+  EXPECT_EQ((*tickets)[0].validity_sec, 60u);
+  EXPECT_EQ((*tickets)[0].secret_id, 3u);
+}
+
+}  // namespace
+}  // namespace siphon::auth

@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""siphon-rados on a cluster that requires cephx everywhere (issue 15: the
+authorizer towards OSDs): one mon from the fixture (--cephx) and one memstore
+ceph-osd whose key is in the cluster's keyring, every service requiring
+cephx and the OSD requiring secure mode (ms_service_mode = secure).
+
+  siphon_rados_cephx_test.py SIPHON_RADOS CEPH_MON_FIXTURE
+
+siphon-rados authenticates to the mon with client.admin's key, takes the OSD
+service ticket the mon hands out, and presents it to osd.0 as a cephx
+authorizer; the OSD accepts only secure mode. Cases (each prints PASS/FAIL):
+  * put by Siphon, `rados get` byte-identical, and the reverse (4 MiB + 5);
+  * stat: the line rados prints;
+  * a client that offers only crc mode is refused by the OSD, and says so
+    within its op timeout instead of hanging."""
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import siphon_ceph_map_object_test as mo  # noqa: E402  (the cluster helpers)
+
+SIPHON, FIXTURE = sys.argv[1], sys.argv[2]
+run = mo.run
+RESULTS = []
+
+
+def check(name, ok, detail=""):
+    RESULTS.append(ok)
+    print(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+
+
+def start_osd_with_key(c):
+    """An OSD whose cephx key the mon knows, appended to the cluster's keyring
+    (the conf's global `keyring`, which ceph-osd reads as well)."""
+    osd_uuid = str(uuid.uuid4())
+    osd_id = int(c.ceph("osd", "new", osd_uuid)[1].strip())
+    _, key, _ = c.ceph("auth", "get-or-create", f"osd.{osd_id}", "mon", "allow profile osd",
+                       "osd", "allow *", "mgr", "allow profile osd")
+    with open(os.path.join(c.tmp, "keyring"), "a") as f:
+        f.write("\n" + key)
+    os.makedirs(os.path.join(c.tmp, "osd", f"ceph-{osd_id}"), exist_ok=True)
+    run(["ceph-osd", "-c", c.conf, "-i", str(osd_id), "--mkfs", "--osd-uuid", osd_uuid])
+    run(["ceph-osd", "-c", c.conf, "-i", str(osd_id)])
+    pidfile = os.path.join(c.tmp, "run", f"ceph-osd.{osd_id}.pid")
+    for _ in range(100):
+        if os.path.exists(pidfile):
+            c.osd_pids.append(int(open(pidfile).read().strip()))
+            break
+        time.sleep(0.1)
+    return osd_id
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="siphon-rados-cephx-")
+    conf = ["osd objectstore = memstore", "memstore device bytes = 134217728",
+            f"osd data = {tmp}/osd/$cluster-$id", f"pid file = {tmp}/run/$cluster-$name.pid",
+            "osd crush update on start = true", "osd pool default pg autoscale mode = off",
+            "osd pool default size = 1", "osd pool default min size = 1",
+            "mon allow pool size one = true", "ms service mode = secure"]
+    args = [FIXTURE, "start", tmp, "--cephx"]
+    for line in conf:
+        args += ["--conf", line]
+    c = mo.Cluster(tmp)
+
+    def siphon(*a, timeout=120):
+        return run([SIPHON, "-c", c.conf, "--connect-timeout", "20", *a], check=False, timeout=timeout)
+
+    def rados(*a, timeout=120):
+        return run(["rados", "-c", c.conf, *a], check=False, timeout=timeout)
+
+    try:
+        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+        if p.returncode != 0:
+            print(p.stdout.decode())
+            print("FAIL the mon fixture did not start")
+            return 1
+        osd = start_osd_with_key(c)
+        c.wait_up([osd])
+        c.ceph("osd", "pool", "create", "rep", "8", "8", "replicated")
+        c.ceph("osd", "pool", "set", "rep", "size", "1", "--yes-i-really-mean-it")
+        deadline = time.time() + 180
+        while rados("-p", "rep", "--rados-osd-op-timeout", "8", "put", "probe", "/etc/hostname")[0] != 0:
+            if time.time() > deadline:
+                print(f"FAIL pool rep not writable within 180 s (logs in {tmp}/log)")
+                return 1
+            time.sleep(1)
+        print(f"cluster ready (cephx, OSD secure only) at epoch {c.epoch()}", flush=True)
+
+        data = os.urandom(4096) * 1024 + b"12345"
+        src = os.path.join(tmp, "in")
+        with open(src, "wb") as f:
+            f.write(data)
+        rc, _, err = siphon("-p", "rep", "--osd-op-timeout", "30", "put", "s", src)
+        rc2, _, err2 = rados("-p", "rep", "get", "s", os.path.join(tmp, "out"))
+        got = open(os.path.join(tmp, "out"), "rb").read() if rc2 == 0 else b""
+        check("cephx + secure: siphon put / rados get", rc == 0 and rc2 == 0 and got == data,
+              f"siphon {rc} {err.strip()[-400:]}; rados {rc2} {err2.strip()[-300:]}")
+        rc, _, err = rados("-p", "rep", "put", "r", src)
+        rc2, _, err2 = siphon("-p", "rep", "--osd-op-timeout", "30", "get", "r", os.path.join(tmp, "back"))
+        got = open(os.path.join(tmp, "back"), "rb").read() if rc2 == 0 else b""
+        check("cephx + secure: rados put / siphon get", rc == 0 and rc2 == 0 and got == data,
+              f"rados {rc} {err.strip()[-300:]}; siphon {rc2} {err2.strip()[-400:]}")
+        a = siphon("-p", "rep", "stat", "s")
+        b = rados("-p", "rep", "stat", "s")
+        check("cephx: stat", a[0] == 0 and b[0] == 0 and a[1].strip() == b[1].strip(),
+              f"siphon {a[1].strip()!r} {a[2].strip()[-200:]!r}; rados {b[1].strip()!r}")
+        # crc only: the OSD (secure only) refuses the mode; the tool fails
+        # within its op timeout with the OSD's refusal, not a hang.
+        t0 = time.time()
+        rc, _, err = siphon("--ms_client_mode", "crc", "-p", "rep", "--osd-op-timeout", "8", "stat", "s",
+                            timeout=90)
+        took = time.time() - t0
+        check("crc-only client refused by a secure-only OSD", rc != 0 and took < 60,
+              f"rc {rc} after {took:.1f}s: {err.strip()[-400:]!r}")
+    finally:
+        c.stop_osds()
+        subprocess.run([FIXTURE, "stop", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    failed = RESULTS.count(False)
+    print(f"{len(RESULTS) - failed} passed, {failed} failed")
+    if failed == 0:
+        import shutil
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 1 if failed or not RESULTS else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
