@@ -133,6 +133,17 @@ OsdOp OsdOp::create(bool exclusive) {
   return o;
 }
 
+OsdOp OsdOp::setallochint(std::uint64_t expected_object_size, std::uint64_t expected_write_size,
+                          std::uint32_t alloc_hint_flags) {
+  OsdOp o;
+  o.op = op::setallochint;
+  o.flags = kOpFlagFailOk;
+  o.offset = expected_object_size;   // alloc_hint.expected_object_size
+  o.length = expected_write_size;    // alloc_hint.expected_write_size
+  o.truncate_size = alloc_hint_flags;  // alloc_hint.flags: the low 4 bytes; the rest of the union is 0
+  return o;
+}
+
 BufferList encode_osd_op(const OsdOpRequest& r, BufferList& data) {
   Encoder e;
   encode_spg(e, r.pgid, r.shard);

@@ -79,7 +79,15 @@ struct OsdOp {
   static OsdOp stat();
   static OsdOp remove();
   static OsdOp create(bool exclusive);
+  // SETALLOCHINT's union view (u64 expected_object_size, u64
+  // expected_write_size, u32 flags) in the extent fields, FAILOK as rados
+  // bench sends it: a store that cannot take hints does not fail the write.
+  static OsdOp setallochint(std::uint64_t expected_object_size, std::uint64_t expected_write_size,
+                            std::uint32_t alloc_hint_flags);
 };
+
+// CEPH_OSD_ALLOC_HINT_FLAG_*: rados bench's set (0x35).
+inline constexpr std::uint32_t kAllocHintBench = 0x1 | 0x4 | 0x10 | 0x20;  // SEQUENTIAL_WRITE|SEQUENTIAL_READ|APPEND_ONLY|IMMUTABLE
 
 // MOSDOp v8's fields. reqid, trace and client_inc are zero as librados
 // sends them: the OSD names the request (client.<gid>, 0, tid).

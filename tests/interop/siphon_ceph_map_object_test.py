@@ -129,6 +129,53 @@ class Cluster:
                     pass
 
 
+def start_cluster(fixture, tmp, conf):
+    """The fixture's mon in `tmp` with extra ceph.conf lines: a Cluster, or
+    None after printing the fixture's output and a FAIL line."""
+    args = [fixture, "start", tmp]
+    for line in conf:
+        args += ["--conf", line]
+    p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
+    if p.returncode != 0:
+        print(p.stdout.decode())
+        print("FAIL the mon fixture did not start")
+        return None
+    return Cluster(tmp)
+
+
+def teardown(c, fixture, tmp):
+    """Stops the OSDs and the mon by pid and removes `tmp`."""
+    c.stop_osds()
+    subprocess.run([fixture, "stop", tmp], timeout=60)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def summary(results):
+    """Prints the count line; the exit status (1 if any failed or none ran)."""
+    failed = results.count(False)
+    print(f"{len(results) - failed} passed, {failed} failed")
+    return 1 if failed or not results else 0
+
+
+def wait_writable(c, pool, names, deadline):
+    """Until `rados create` then `rados stat` of every name in `pool` succeed
+    (there is no mgr to report PG states), then removes them; raises at
+    `deadline` (time.time())."""
+    pending = sorted(names)
+    while pending and time.time() < deadline:
+        pending = [n for n in pending
+                   if run(["rados", "-c", c.conf, "-p", pool, "--rados-osd-op-timeout", "8", "create", n],
+                          check=False)[0] not in (0, 1)
+                   or run(["rados", "-c", c.conf, "-p", pool, "--rados-osd-op-timeout", "8", "stat", n],
+                          check=False)[0] != 0]
+        if pending:
+            time.sleep(1)
+    if pending:
+        raise RuntimeError(f"pool {pool}: {pending} not writable in time (their PGs are not active)")
+    for n in names:
+        run(["rados", "-c", c.conf, "-p", pool, "rm", n], check=False)
+
+
 def random_names(rng, n):
     alphabet = string.ascii_letters + string.digits + "._-:/ "
     names = set()

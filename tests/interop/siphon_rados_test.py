@@ -59,17 +59,7 @@ def wait_active(c, timeout=240):
         per_pg = {}
         for n, line in zip(names, out.splitlines()):
             per_pg.setdefault(json.loads(line)["pgid"], n)
-        pending = sorted(per_pg.values())
-        while pending and time.time() < deadline:
-            pending = [n for n in pending
-                       if rados(c, "-p", pool, "--rados-osd-op-timeout", "8", "create", n)[0] not in (0, 1)
-                       or rados(c, "-p", pool, "--rados-osd-op-timeout", "8", "stat", n)[0] != 0]
-            if pending:
-                time.sleep(1)
-        if pending:
-            raise RuntimeError(f"pool {pool}: PGs of {pending} not active within {timeout}s")
-        for n in per_pg.values():
-            rados(c, "-p", pool, "rm", n)
+        mo.wait_writable(c, pool, list(per_pg.values()), deadline)
 
 
 def write(path, data):

@@ -44,7 +44,11 @@ LAYERS = {
     "siphon_compat": (["compat"], ["siphon_api", "siphon_admin", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft", "siphon_metrics"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
-    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap", "siphon_rados_client"]),
+    "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap", "siphon_rados_client",
+                                 "siphon_rados_tool"]),
+    # The RADOS tools' shared setup: configuration flags, mon session, OSD client.
+    "siphon_rados_tool": (["tools/rados/cluster.h", "tools/rados/cluster.cc"],
+                          ["siphon_rados_client", "siphon_compat"]),
     "siphon_objd_proto": (["tools/objd/proto.h", "tools/objd/proto.cc"], ["siphon_api"]),
     "siphon_objd_core": (["tools/objd/store.h", "tools/objd/store.cc", "tools/objd/server.h",
                           "tools/objd/server.cc"], ["siphon_objd_proto"]),
@@ -61,8 +65,9 @@ LAYERS = {
     "siphon_bench_core": (["tools/bench"], ["siphon_compat"]),
     "siphon_bench_run": (["tools/bench/engine.h", "tools/bench/engine.cc", "tools/bench/stack.h",
                           "tools/bench/stack.cc", "tools/bench/main.cc", "tools/bench/objd_run.h",
-                          "tools/bench/objd_run.cc", "tools/bench/perf_delta.h", "tools/bench/perf_delta.cc"],
-                         ["siphon_bench_core", "siphon_compat", "siphon_objd_proto"]),
+                          "tools/bench/objd_run.cc", "tools/bench/perf_delta.h", "tools/bench/perf_delta.cc",
+                          "tools/bench/rados_run.h", "tools/bench/rados_run.cc"],
+                         ["siphon_bench_core", "siphon_compat", "siphon_objd_proto", "siphon_rados_tool"]),
 }
 RDMA_CORE = re.compile(r"^(infiniband|rdma)/")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]')

@@ -339,6 +339,9 @@ usage:
   siphon-bench compare --ms-types T1,T2[,...] [flags]   the loopback run on each stack, one table
   siphon-bench objd --target ADDR [flags] put, stat, get and delete --count objects (default
                                           1000) on a siphon-objd; --verify checks every get
+  siphon-bench rados -p POOL SECONDS write|seq|rand [-t N] [-b SIZE] [--no-cleanup]
+                                          rados bench against a Ceph cluster (its flags:
+                                          siphon-bench rados --help)
   siphon-bench --help | --version
 Configuration flags may also come before the mode: siphon-bench -c my.conf loopback
 

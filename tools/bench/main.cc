@@ -19,6 +19,7 @@
 #include "tools/bench/cli.h"
 #include "tools/bench/engine.h"
 #include "tools/bench/objd_run.h"
+#include "tools/bench/rados_run.h"
 #include "tools/bench/report.h"
 #include "tools/bench/stack.h"
 
@@ -90,6 +91,7 @@ int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return usage_error("which mode? loopback, server, client, compare or objd");
   for (const auto& x : args) {
+    if (x == "rados") break;  // its own --help
     if (x == "-h" || x == "--help" || x == "help") {
       std::cout << usage();
       return 0;
@@ -113,7 +115,13 @@ int run(int argc, char** argv) {
       break;
     }
   }
-  if (at >= args.size()) return usage_error("which mode? loopback, server, client, compare or objd");
+  if (at >= args.size()) return usage_error("which mode? loopback, server, client, compare, objd or rados");
+  if (args[at] == "rados") {
+    // rados bench's grammar, not the messenger modes' flags (rados_run.h).
+    std::vector<std::string> rest(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(at));
+    rest.insert(rest.end(), args.begin() + static_cast<std::ptrdiff_t>(at) + 1, args.end());
+    return run_rados(rest);
+  }
   const auto mode = parse_mode(args[at]);
   if (!mode) return usage_error(fmt::format("unknown mode '{}' (loopback, server, client, compare or objd)", args[at]));
   std::vector<std::string> flags(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(at));

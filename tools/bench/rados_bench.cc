@@ -40,14 +40,26 @@ struct Stat {
   double stddev() const { return n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1)) : 0; }
 };
 
-// Whether `data` is what op_data(index, size) holds, without building it.
-bool op_matches(std::uint64_t index, std::uint64_t size, std::string_view data) {
-  if (data.size() != size) return false;
+// Whether the pieces of `data` are what op_data(index, size) holds, without
+// building it or joining them.
+bool op_matches(std::uint64_t index, std::uint64_t size, std::span<const std::string_view> data) {
+  std::uint64_t total = 0;
+  for (const std::string_view piece : data) total += piece.size();
+  if (total != size) return false;
   std::string head(std::min<std::uint64_t>(size, 64), 'z');
   stamp_op(index, head);
-  const std::size_t n = std::min(head.size(), data.size());
-  if (data.substr(0, n) != std::string_view(head).substr(0, n)) return false;
-  return std::all_of(data.begin() + static_cast<std::ptrdiff_t>(n), data.end(), [](char c) { return c == 'z'; });
+  std::size_t at = 0;  // offset of `piece` in the op
+  for (std::string_view piece : data) {
+    if (at < head.size()) {
+      const std::size_t n = std::min(head.size() - at, piece.size());
+      if (piece.substr(0, n) != std::string_view(head).substr(at, n)) return false;
+      at += n;
+      piece.remove_prefix(n);
+    }
+    if (!std::all_of(piece.begin(), piece.end(), [](char c) { return c == 'z'; })) return false;
+    at += piece.size();
+  }
+  return true;
 }
 
 std::string metadata_name(const Options& o) { return o.run_name.empty() ? "benchmark_last_metadata" : o.run_name; }
@@ -280,9 +292,11 @@ std::optional<Metadata> read_metadata(ObjectIO& io, const Options& o, Result& r)
   std::mutex mu;
   std::condition_variable cv;
   std::optional<std::pair<int, std::string>> got;
-  io.read(metadata_name(o), 0, kMetadataSize, [&](int rc, std::string_view data) {
+  io.read(metadata_name(o), 0, kMetadataSize, [&](int rc, std::span<const std::string_view> data) {
+    std::string bytes;
+    for (const std::string_view piece : data) bytes.append(piece);
     std::lock_guard lk(mu);
-    got.emplace(rc, std::string(data));
+    got.emplace(rc, std::move(bytes));
     cv.notify_all();
   });
   std::unique_lock lk(mu);
@@ -458,7 +472,7 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
         const std::string oid = object_name(prefix, op / per_object);
         const auto t0 = Clock::now();
         io.read(oid, m->op_size * (op % per_object), m->op_size,
-                [&t, &o, t0, slot, oid, op, size = m->op_size](int rc, std::string_view data) {
+                [&t, &o, t0, slot, oid, op, size = m->op_size](int rc, std::span<const std::string_view> data) {
                   if (rc >= 0 && o.verify && !op_matches(op, size, data)) {
                     std::lock_guard lk(t.mu);
                     ++t.verify_failures;

@@ -32,8 +32,9 @@ namespace siphon::bench::rados {
 class ObjectIO {
  public:
   using Done = std::function<void(int r)>;
-  // `data` is valid during the call only.
-  using ReadDone = std::function<void(int r, std::string_view data)>;
+  // The bytes read, in the pieces they arrived in (a reply's segments, so
+  // a large read is not copied to be checked), valid during the call only.
+  using ReadDone = std::function<void(int r, std::span<const std::string_view> data)>;
   virtual ~ObjectIO() = default;
   // WRITE `data` at `off` of `oid`; with `alloc_hint` preceded by a
   // SETALLOCHINT(object_size, write_size = data.size()) as rados bench sends.

@@ -29,6 +29,7 @@
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
 #include "msgr/mon/mon_client.h"
+#include "tools/rados/cluster.h"
 
 namespace {
 
@@ -74,33 +75,26 @@ struct Cli {
   bool rev0 = false;
 };
 
-bool take_value(const std::vector<std::string>& a, std::size_t& i, std::string_view flag,
-                std::string& out) {
-  const std::string& w = a[i];
-  if (w == flag) {
-    if (i + 1 >= a.size()) {
-      std::fprintf(stderr, "siphon-ceph: %.*s needs a value\n", static_cast<int>(flag.size()), flag.data());
-      std::exit(22);
-    }
-    out = a[++i];
-    return true;
+// The RADOS tools' flag helpers (tools/rados/cluster.h), exiting with
+// status 22 on a bad value as ceph does.
+bool take_value(const std::vector<std::string>& a, std::size_t& i, std::string_view flag, std::string& out) {
+  std::string error;
+  const bool got = rados_tool::take_value(a, i, {flag}, out, error);
+  if (!error.empty()) {
+    std::fprintf(stderr, "siphon-ceph: %s\n", error.c_str());
+    std::exit(22);
   }
-  if (w.size() > flag.size() && w.compare(0, flag.size(), flag) == 0 && w[flag.size()] == '=') {
-    out = w.substr(flag.size() + 1);
-    return true;
-  }
-  return false;
+  return got;
 }
 
 double parse_seconds(const std::string& text, std::string_view flag) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || v <= 0) {
+  const auto v = rados_tool::parse_seconds(text, false);
+  if (!v) {
     std::fprintf(stderr, "siphon-ceph: %.*s: '%s' is not a positive number of seconds\n",
                  static_cast<int>(flag.size()), flag.data(), text.c_str());
     std::exit(22);
   }
-  return v;
+  return *v;
 }
 
 bool is_option(std::string name) {

@@ -19,14 +19,10 @@
 
 #include <fmt/format.h>
 
-#include "compat/config.h"
-#include "compat/factory.h"
-#include "compat/keyring.h"
 #include "msgr/base/buffer.h"
-#include "msgr/base/error.h"
 #include "msgr/base/log.h"
-#include "msgr/mon/mon_client.h"
 #include "rados/client/objecter.h"
+#include "tools/rados/cluster.h"
 
 namespace {
 
@@ -64,7 +60,7 @@ constexpr std::uint64_t kOpSize = 4 << 20;  // rados's default op size: 4 MiB pe
 }
 
 struct Cli {
-  std::vector<std::string> compat_args;
+  rados_tool::ConfigFlags config;
   std::vector<std::string> words;
   std::string pool, nspace;
   std::uint64_t offset = 0;
@@ -73,69 +69,47 @@ struct Cli {
   double connect_timeout = 30;
 };
 
-double parse_seconds(const std::string& text, std::string_view flag, bool zero_ok) {
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || v < 0 || (v == 0 && !zero_ok))
+double seconds_flag(const std::string& text, std::string_view flag, bool zero_ok) {
+  const auto v = rados_tool::parse_seconds(text, zero_ok);
+  if (!v)
     usage_error(fmt::format("{}: '{}' is not a {} number of seconds", flag, text,
                             zero_ok ? "non-negative" : "positive"));
-  return v;
-}
-
-bool take(const std::vector<std::string>& a, std::size_t& i, std::initializer_list<std::string_view> flags,
-          std::string& out) {
-  for (const std::string_view flag : flags) {
-    const std::string& w = a[i];
-    if (w == flag) {
-      if (i + 1 >= a.size()) usage_error(fmt::format("{} needs a value", flag));
-      out = a[++i];
-      return true;
-    }
-    if (w.size() > flag.size() && w.compare(0, flag.size(), flag) == 0 && w[flag.size()] == '=') {
-      out = w.substr(flag.size() + 1);
-      return true;
-    }
-  }
-  return false;
+  return *v;
 }
 
 Cli parse_cli(const std::vector<std::string>& a) {
   Cli c;
+  std::string error;
+  auto take = [&](std::size_t& i, std::initializer_list<std::string_view> flags, std::string& out) {
+    const bool got = rados_tool::take_value(a, i, flags, out, error);
+    if (!error.empty()) usage_error(error);
+    return got;
+  };
   for (std::size_t i = 0; i < a.size(); ++i) {
     const std::string& w = a[i];
     std::string v;
     if (w == "-h" || w == "--help") {
       std::fputs(kUsage.data(), stdout);
       std::exit(0);
-    } else if (take(a, i, {"-p", "--pool"}, v)) {
+    } else if (take(i, {"-p", "--pool"}, v)) {
       c.pool = v;
-    } else if (take(a, i, {"-N", "--namespace"}, v)) {
+    } else if (take(i, {"-N", "--namespace"}, v)) {
       c.nspace = v;
-    } else if (take(a, i, {"--offset"}, v)) {
+    } else if (take(i, {"--offset"}, v)) {
       char* end = nullptr;
       c.offset = std::strtoull(v.c_str(), &end, 10);
       if (v.empty() || *end != '\0' || v[0] == '-') usage_error(fmt::format("--offset: '{}' is not a byte offset", v));
       c.has_offset = true;
-    } else if (take(a, i, {"--osd-op-timeout", "--rados-osd-op-timeout"}, v)) {
-      c.op_timeout = parse_seconds(v, "--osd-op-timeout", true);
-    } else if (take(a, i, {"--connect-timeout"}, v)) {
-      c.connect_timeout = parse_seconds(v, "--connect-timeout", false);
-    } else if (take(a, i, {"-m", "--mon-host"}, v)) {
-      c.compat_args.insert(c.compat_args.end(), {"--mon_host", v});
-    } else if (take(a, i, {"-c", "--conf"}, v)) {
-      c.compat_args.insert(c.compat_args.end(), {"--conf", v});
-    } else if (take(a, i, {"-k", "--keyring"}, v)) {
-      c.compat_args.insert(c.compat_args.end(), {"--keyring", v});
-    } else if (take(a, i, {"-n", "--name", "--id", "-i", "--cluster"}, v)) {
-      c.compat_args.push_back(w.substr(0, w.find('=')));
-      c.compat_args.push_back(v);
+    } else if (take(i, {"--osd-op-timeout", "--rados-osd-op-timeout"}, v)) {
+      c.op_timeout = seconds_flag(v, "--osd-op-timeout", true);
+    } else if (take(i, {"--connect-timeout"}, v)) {
+      c.connect_timeout = seconds_flag(v, "--connect-timeout", false);
+    } else if (c.config.take(a, i, error)) {
+      continue;
+    } else if (!error.empty()) {
+      usage_error(error);
     } else if (w.size() > 2 && w.rfind("--", 0) == 0) {
-      // A configuration option (--debug-ms 5, --ms_async_op_threads=1).
-      std::string name = w.substr(2, w.find('=') - 2);
-      std::replace(name.begin(), name.end(), '-', '_');
-      if (!compat::find_option(name)) usage_error(fmt::format("unknown option {}", w));
-      c.compat_args.push_back(w);
-      if (w.find('=') == std::string::npos && i + 1 < a.size()) c.compat_args.push_back(a[++i]);
+      usage_error(fmt::format("unknown option {}", w));
     } else {
       c.words.push_back(w);
     }
@@ -269,65 +243,20 @@ int main(int argc, char** argv) {
   if (!known) usage_error(fmt::format("unknown command or wrong arguments: {} (see --help)", fmt::join(cli.words, " ")));
   if (cli.pool.empty()) usage_error("no pool given: -p POOL");
 
-  compat::Diagnostics diags;
-  std::vector<std::string> rest;
-  const compat::ConfigRequest req = compat::ConfigRequest::from_args(cli.compat_args, diags, &rest);
-  const compat::Config cfg = compat::Config::load(req, diags);
-  if (diags.has_errors()) {
-    std::fprintf(stderr, "%s", diags.to_string(compat::Severity::error).c_str());
-    return 1;
+  rados_tool::ClusterOptions co;
+  co.connect_timeout = secs(cli.connect_timeout);
+  co.op_timeout = secs(cli.op_timeout);
+  rados_tool::Cluster cluster;
+  std::vector<std::string> notes;
+  const rados_tool::ConnectError err = cluster.connect(cli.config, co, &notes);
+  for (const std::string& n : notes) std::fprintf(stderr, "siphon-rados: %s\n", n.c_str());
+  if (err) {
+    std::fprintf(stderr, "siphon-rados: %s\n", err.message.c_str());
+    return err.code;
   }
-  compat::apply_log_levels(cfg);
-  const std::string mon_host = cfg.get<compat::Opt::mon_host>();
-  const auto mons = proto::parse_mon_host(mon_host);
-  if (mon_host.empty() || !mons) {
-    std::fprintf(stderr, "siphon-rados: %s\n",
-                 mon_host.empty() ? "no monitors: set mon_host in the configuration (-c FILE) or use -m ADDR"
-                                  : fmt::format("cannot parse mon_host '{}'", mon_host).c_str());
-    return 1;
-  }
-  const compat::MsTypeChoice stack_choice = cfg.ms_type_choice();
-  if (stack_choice.type.stack != compat::MsType::Stack::posix)
-    std::fprintf(stderr, "siphon-rados: note: %s (%s) ignored; Ceph's monitors and OSDs are reached over TCP\n",
-                 stack_choice.type.to_string().c_str(), stack_choice.origin().c_str());
-
-  ClientAuth auth;
-  try {
-    auth = compat::client_auth(cfg);
-  } catch (const SetupError& e) {
-    std::fprintf(stderr, "siphon-rados: %s\n", e.what());
-    return 13;
-  }
-  std::shared_ptr<transport::Stack> stack;
-  try {
-    stack = compat::create_tcp_stack(cfg);
-  } catch (const SetupError& e) {
-    std::fprintf(stderr, "siphon-rados: %s\n", e.what());
-    return 1;
-  }
-  mon::MonClientOptions mo;
-  mo.mon_addrs = *mons;
-  mo.messenger.ms_connection_ready_timeout = secs(cli.connect_timeout);
-  if (auto name = proto::EntityName::parse(cfg.name().to_string())) mo.auth_name = *name;
-  mo.auth = auth;
-  mon::MonClient mc(stack, mo);
-  if (const mon::MonError e = mc.connect(secs(cli.connect_timeout))) {
-    std::fprintf(stderr, "siphon-rados: error connecting to the cluster: %s\n", e.message.c_str());
-    return e.kind == mon::MonError::Kind::cephx_required || e.kind == mon::MonError::Kind::auth_failed ? 13 : 1;
-  }
-  rados::ObjecterOptions oo;
-  oo.messenger = mo.messenger;
-  oo.auth = auth;
-  oo.auth_name = mo.auth_name;
-  oo.op_timeout = secs(cli.op_timeout);
-  rados::Objecter objecter(mc, stack, oo);
-  if (std::string err = objecter.start(secs(cli.connect_timeout)); !err.empty()) {
-    std::fprintf(stderr, "siphon-rados: %s\n", err.c_str());
-    mc.shutdown();
-    return 1;
-  }
+  rados::Objecter& objecter = cluster.objecter();
   int rc = 0;
-  const std::int64_t pool = objecter.lookup_pool(cli.pool, secs(cli.connect_timeout));
+  const std::int64_t pool = cluster.lookup_pool(cli.pool);
   if (pool < 0) {
     std::fprintf(stderr, "error opening pool %s: %s\n", cli.pool.c_str(), rados::errno_text(-ENOENT).c_str());
     rc = 1;
@@ -346,7 +275,6 @@ int main(int argc, char** argv) {
       if (r.result < 0) rc = fail(fmt::format("error removing {}>{}", cli.pool, cli.words[i]), r);
     }
   }
-  objecter.shutdown();
-  mc.shutdown();
+  cluster.shutdown();
   return rc;
 }

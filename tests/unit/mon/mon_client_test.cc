@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "fake_mon.h"
 #include "msgr/mon/mon_client.h"
 #include "msgr/proto/control.h"
 #include "msgr/proto/frame.h"
@@ -181,15 +182,8 @@ namespace {
 // first MonMap is malformed.
 struct FakeMon : Dispatcher {
   explicit FakeMon(bool break_monmap) : broken_left(break_monmap ? 1 : 0) {
-    MessengerOptions o;
-    msgr = Messenger::create(tcp_stack(), {entity_type::mon, 0}, o, 0);
-    msgr->set_policy(entity_type::client, Policy::stateless_server());
-    auto reg = std::make_shared<MessageRegistry>();
-    register_mon_messages(*reg);
-    msgr->set_message_registry(reg);
-    msgr->add_dispatcher_tail(this);
-    EXPECT_FALSE(msgr->bind(EntityAddrVec(EntityAddr(AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")))));
-    msgr->start();
+    msgr = test::start_fake_mon(tcp_stack(), this,
+                                EntityAddrVec(EntityAddr(AddrType::msgr2, *NetAddress::parse("127.0.0.1:0"))));
   }
   ~FakeMon() override {
     msgr->shutdown();

@@ -271,3 +271,55 @@ TEST(OsdMessages, TheBackoffRangeHoldsExactlyThePgsObjects) {
 
 }  // namespace
 }  // namespace siphon::rados
+
+namespace siphon::rados {
+namespace {
+
+// rados bench's write (rados-client.md §3.4, §5.2): SETALLOCHINT (FAILOK,
+// expected object size, expected write size, hint flags 0x35) then WRITE,
+// in one MOSDOp whose front is 277 bytes for a 30-character name.
+TEST(OsdMessages, TheBenchAllocHintHasCephsBytes) {
+  const OsdOp hint = OsdOp::setallochint(4096, 4096, kAllocHintBench);
+  OsdOpRequest r;
+  r.pgid = {1, 0x0d};
+  r.hash = 0xe7c3f02d;
+  r.epoch = 88;
+  r.flags = flag::known_redir | flag::write | flag::ondisk;
+  r.pool = 1;
+  r.oid = "benchmark_data_vm_21000_object0";
+  r.oid.resize(30);
+  r.ops = {hint, OsdOp::write(0, BufferList::copy_of(std::string(4096, 'z')))};
+  BufferList data;
+  const BufferList front = encode_osd_op(r, data);
+  EXPECT_EQ(front.length(), 277u);
+  EXPECT_EQ(data.length(), 4096u);  // the hint carries no payload
+  // ceph_osd_op: u16 0x2223, u32 FAILOK, u64 4096, u64 4096, u32 0x35 and
+  // four zero bytes (the rest of the 28-byte union), u32 payload_len 0.
+  const std::string golden(
+      "\x23\x22"
+      "\x02\x00\x00\x00"
+      "\x00\x10\x00\x00\x00\x00\x00\x00"
+      "\x00\x10\x00\x00\x00\x00\x00\x00"
+      "\x35\x00\x00\x00\x00\x00\x00\x00"
+      "\x00\x00\x00\x00"
+      "\x00\x00\x00\x00",
+      38);
+  const std::string bytes = front.to_string();
+  const std::size_t at = bytes.find(golden);
+  ASSERT_NE(at, std::string::npos);
+  // Right after the u16 op count, before the WRITE.
+  EXPECT_EQ(bytes.substr(at - 2, 2), std::string("\x02\x00", 2));
+  EXPECT_EQ(bytes.substr(at + 38, 2), std::string("\x01\x22", 2));
+  // And it decodes back to the same fields.
+  auto back = decode_osd_op(front, data);
+  ASSERT_TRUE(back) << back.error().message();
+  ASSERT_EQ(back->ops.size(), 2u);
+  EXPECT_EQ(back->ops[0].op, op::setallochint);
+  EXPECT_EQ(back->ops[0].flags, kOpFlagFailOk);
+  EXPECT_EQ(back->ops[0].offset, 4096u);
+  EXPECT_EQ(back->ops[0].length, 4096u);
+  EXPECT_EQ(back->ops[0].truncate_size, 0x35u);
+}
+
+}  // namespace
+}  // namespace siphon::rados

@@ -66,6 +66,11 @@ TEST(Cpu, ThreadsAreFoundAndAttributed) {
   EXPECT_GE(process_cpu().total_ns(), t1.total_ns());
   go = false;
   t.join();
+  // pthread_join returns when the kernel clears the thread's tid, a moment
+  // before /proc/self/task/<tid> goes away: wait (bounded) for that.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (thread_cpu(added[0]).total_ns() != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(thread_cpu(added[0]).total_ns(), 0u) << "an exited thread reads as zero";
 }
 

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 #include <thread>
+#include <vector>
 
 namespace siphon::bench::rados {
 namespace {
@@ -52,7 +53,14 @@ class FakeStore final : public ObjectIO {
       auto it = objects_.find(oid);
       if (it == objects_.end()) return done(-ENOENT, {});
       ++reads_;
-      done(0, std::string_view(it->second).substr(std::min<std::size_t>(off, it->second.size()), len));
+      // In pieces, as a reply's segments arrive: 10 bytes (the op's stamp
+      // spans two pieces), then up to 1000 each.
+      const std::string_view all =
+          std::string_view(it->second).substr(std::min<std::size_t>(off, it->second.size()), len);
+      std::vector<std::string_view> pieces;
+      for (std::size_t at = 0; at < all.size(); at += at == 0 ? 10 : 1000)
+        pieces.push_back(all.substr(at, at == 0 ? 10 : 1000));
+      done(0, pieces);
     });
   }
   void remove(const std::string& oid, Done done) override {
@@ -212,11 +220,14 @@ TEST(RadosBenchRun, CorruptDataIsReported) {
   std::ostringstream out;
   ASSERT_EQ(run(s, o, out).error, 0);
   s.objects_.at("benchmark_data_vm_3583_object0")[100] = 'y';
+  // In the stamp, in the second piece the fake store hands out.
+  s.objects_.at("benchmark_data_vm_3583_object1")[12] = '7';
   auto so = opts(Mode::seq);
   so.seconds = 30;
   const Result r = run(s, so, out);
-  EXPECT_EQ(r.verify_failures, 1u);
+  EXPECT_EQ(r.verify_failures, 2u);
   EXPECT_NE(out.str().find("benchmark_data_vm_3583_object0 is not correct!\n"), std::string::npos);
+  EXPECT_NE(out.str().find("benchmark_data_vm_3583_object1 is not correct!\n"), std::string::npos);
 }
 
 TEST(RadosBenchRun, ErrorsStopTheRunAndNameTheCause) {

@@ -1,0 +1,228 @@
+#include "tools/bench/rados_run.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <string_view>
+#include <vector>
+
+#include "rados/client/objecter.h"
+#include "tools/bench/rados_bench.h"
+#include "tools/bench/workload.h"
+#include "tools/rados/cluster.h"
+
+namespace siphon::bench {
+namespace {
+
+constexpr int kUsage = 2;
+
+constexpr std::string_view kHelp = R"(siphon-bench rados: rados bench over Siphon's OSD client (rados bench's argument order)
+
+USAGE
+  siphon-bench rados [OPTIONS] -p POOL SECONDS write|seq|rand [-t N] [-b SIZE] [--no-cleanup]
+  siphon-bench rados [OPTIONS] -p POOL cleanup [--run-name NAME]
+
+  -t N                 ops in flight (default 16)
+  -b SIZE              op size, bytes or with K/M/G (default 4M)
+  -O SIZE              object size (write; default: the op size)
+  --max-objects N      write: stop after N ops
+  --no-cleanup         write: keep the objects (for seq/rand, or rados bench seq)
+  --run-name NAME      the metadata object (default benchmark_last_metadata)
+  --no-hints           write: no SETALLOCHINT before each write
+  --no-verify          seq/rand: do not check the bytes read back
+  --json FILE          the result as JSON ('-': stdout, the table then goes to stderr)
+  --osd-op-timeout SEC fail an op an OSD has not answered after SEC s (default 30; 0 = never)
+  --connect-timeout SEC  give up reaching the monitors after SEC s (default 30)
+  -c CONF, -m ADDR, -k KEYRING, -n TYPE.ID, --id ID, --<ceph option> VALUE    as for rados
+
+Objects, contents, metadata object and summary are rados bench's: either tool's seq, rand and
+cleanup work on what the other wrote. Added after the summary: latency percentiles and client
+CPU per op. Exit status: 0; 1 on an error; 2 on a usage error; 3 when data read back differed.
+)";
+
+int usage_error(const std::string& why) {
+  fmt::print(stderr, "siphon-bench rados: {}\n(siphon-bench rados --help lists the flags)\n", why);
+  return kUsage;
+}
+
+std::chrono::nanoseconds secs(double s) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::duration<double>(s));
+}
+
+// ObjectIO over the OSD client: one MOSDOp per call, the completion's
+// result passed on as is (0 or -errno).
+class RadosIO final : public rados::ObjectIO {
+ public:
+  RadosIO(siphon::rados::Objecter& o, std::int64_t pool) : o_(o), pool_(pool) {}
+
+  void write(const std::string& oid, std::uint64_t off, std::string_view data, bool alloc_hint,
+             std::uint64_t object_size, Done done) override {
+    std::vector<siphon::rados::OsdOp> ops;
+    if (alloc_hint)
+      ops.push_back(siphon::rados::OsdOp::setallochint(object_size, data.size(), siphon::rados::kAllocHintBench));
+    ops.push_back(siphon::rados::OsdOp::write(off, BufferList::copy_of(data)));
+    submit(oid, std::move(ops), std::move(done));
+  }
+  void write_full(const std::string& oid, std::string data, Done done) override {
+    submit(oid, {siphon::rados::OsdOp::writefull(BufferList::copy_of(data))}, std::move(done));
+  }
+  void read(const std::string& oid, std::uint64_t off, std::uint64_t len, ReadDone done) override {
+    o_.submit(pool_, oid, {siphon::rados::OsdOp::read(off, len)}, {},
+              [done = std::move(done)](const siphon::rados::OpResult& r) {
+                if (r.result < 0 || r.ops.empty()) return done(r.result < 0 ? r.result : -EIO, {});
+                // The reply's segments as they are: no 4 MiB copy to check them.
+                std::vector<std::string_view> pieces;
+                for (const BufferPtr& p : r.ops[0].outdata.ptrs())
+                  pieces.emplace_back(reinterpret_cast<const char*>(p.data()), p.length());
+                done(0, pieces);
+              });
+  }
+  void remove(const std::string& oid, Done done) override {
+    submit(oid, {siphon::rados::OsdOp::remove()}, std::move(done));
+  }
+
+ private:
+  void submit(const std::string& oid, std::vector<siphon::rados::OsdOp> ops, Done done) {
+    o_.submit(pool_, oid, std::move(ops), {},
+              [done = std::move(done)](const siphon::rados::OpResult& r) { done(r.result < 0 ? r.result : 0); });
+  }
+  siphon::rados::Objecter& o_;
+  std::int64_t pool_;
+};
+
+bool parse_count(const std::string& v, std::uint64_t& out) {
+  char* end = nullptr;
+  out = std::strtoull(v.c_str(), &end, 10);
+  return !v.empty() && v[0] != '-' && *end == '\0';
+}
+
+}  // namespace
+
+int run_rados(const std::vector<std::string>& a) {
+  rados::Options opt;
+  rados_tool::ConfigFlags config;
+  std::string pool, json;
+  double op_timeout = 30, connect_timeout = 30;
+  std::vector<std::string> words;
+  std::string error;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const std::string& w = a[i];
+    std::string v;
+    auto take = [&](std::initializer_list<std::string_view> flags) {
+      return rados_tool::take_value(a, i, flags, v, error);
+    };
+    if (w == "-h" || w == "--help") {
+      std::cout << kHelp;
+      return 0;
+    } else if (take({"-p", "--pool"})) {
+      pool = v;
+    } else if (take({"-t", "--concurrent-ios"})) {
+      std::uint64_t n = 0;
+      if (!parse_count(v, n) || n == 0 || n > 65536) return usage_error(fmt::format("-t: '{}' is not a count of 1 to 65536", v));
+      opt.concurrency = static_cast<unsigned>(n);
+    } else if (take({"-b", "--block-size"})) {
+      const auto n = parse_size(v);
+      if (!n || *n == 0) return usage_error(fmt::format("-b: '{}' is not a size (4096, 4K, 4M)", v));
+      opt.op_size = *n;
+    } else if (take({"-O", "--object-size"})) {
+      const auto n = parse_size(v);
+      if (!n || *n == 0) return usage_error(fmt::format("-O: '{}' is not a size (4096, 4K, 4M)", v));
+      opt.object_size = *n;
+    } else if (take({"--max-objects"})) {
+      if (!parse_count(v, opt.max_objects)) return usage_error(fmt::format("--max-objects: '{}' is not a count", v));
+    } else if (take({"--run-name"})) {
+      opt.run_name = v;
+    } else if (take({"--json"})) {
+      json = v;
+    } else if (take({"--osd-op-timeout", "--rados-osd-op-timeout"})) {
+      const auto s = rados_tool::parse_seconds(v, true);
+      if (!s) return usage_error(fmt::format("--osd-op-timeout: '{}' is not a non-negative number of seconds", v));
+      op_timeout = *s;
+    } else if (take({"--connect-timeout"})) {
+      const auto s = rados_tool::parse_seconds(v, false);
+      if (!s) return usage_error(fmt::format("--connect-timeout: '{}' is not a positive number of seconds", v));
+      connect_timeout = *s;
+    } else if (!error.empty()) {
+      return usage_error(error);
+    } else if (w == "--no-cleanup") {
+      opt.cleanup = false;
+    } else if (w == "--no-hints") {
+      opt.hints = false;
+    } else if (w == "--no-verify") {
+      opt.verify = false;
+    } else if (w == "--verify") {
+      opt.verify = true;
+    } else if (config.take(a, i, error)) {
+      continue;
+    } else if (!error.empty()) {
+      return usage_error(error);
+    } else if (w.size() > 1 && w[0] == '-') {
+      return usage_error(fmt::format("unknown flag {}", w));
+    } else {
+      words.push_back(w);
+    }
+  }
+  if (pool.empty()) return usage_error("no pool given: -p POOL");
+  if (words.size() == 1 && words[0] == "cleanup") {
+    opt.mode = rados::Mode::cleanup;
+  } else if (words.size() == 2) {
+    const auto s = rados_tool::parse_seconds(words[0], false);
+    if (!s) return usage_error(fmt::format("'{}' is not a positive number of seconds (SECONDS write|seq|rand)", words[0]));
+    opt.seconds = *s;
+    if (words[1] == "write") opt.mode = rados::Mode::write;
+    else if (words[1] == "seq") opt.mode = rados::Mode::seq;
+    else if (words[1] == "rand") opt.mode = rados::Mode::rand;
+    else return usage_error(fmt::format("unknown bench mode '{}' (write, seq, rand)", words[1]));
+  } else {
+    return usage_error("expected SECONDS write|seq|rand, or cleanup");
+  }
+  if (opt.object_size && opt.object_size < opt.op_size)
+    return usage_error("-O: the object size must be at least the op size (-b)");
+
+  rados_tool::ClusterOptions co;
+  co.connect_timeout = secs(connect_timeout);
+  co.op_timeout = secs(op_timeout);
+  rados_tool::Cluster cluster;
+  std::vector<std::string> notes;
+  const rados_tool::ConnectError err = cluster.connect(config, co, &notes);
+  for (const std::string& n : notes) fmt::print(stderr, "siphon-bench rados: {}\n", n);
+  if (err) {
+    fmt::print(stderr, "siphon-bench rados: {}\n", err.message);
+    return err.code;
+  }
+  const std::int64_t pool_id = cluster.lookup_pool(pool);
+  if (pool_id < 0) {
+    fmt::print(stderr, "error opening pool {}: {}\n", pool, siphon::rados::errno_text(-ENOENT));
+    return 1;
+  }
+  RadosIO io(cluster.objecter(), pool_id);
+  std::ostream& out = json == "-" ? std::cerr : std::cout;
+  const rados::Result r = rados::run(io, opt, out);
+  rados::print_extras(r, out);
+  out.flush();
+  cluster.shutdown();
+  if (!json.empty()) {
+    const std::string doc = rados::to_json(r) + "\n";
+    if (json == "-") {
+      std::cout << doc;
+    } else {
+      std::ofstream f(json);
+      f << doc;
+      if (!(f.flush())) {
+        fmt::print(stderr, "siphon-bench rados: cannot write {}\n", json);
+        return 1;
+      }
+    }
+  }
+  if (r.error != 0) {
+    fmt::print(stderr, "siphon-bench rados: {}\n", r.error_message);
+    return 1;
+  }
+  return r.verify_failures ? 3 : 0;
+}
+
+}  // namespace siphon::bench
