@@ -16,8 +16,10 @@
 #include <vector>
 
 #include "../unit/auth/golden.h"
+#include "captured_frames.h"
 #include "msgr/proto/frame.h"
 #include "msgr/session/handshake.h"
+#include "scripted_services.h"
 #include "pcap_streams.h"
 
 namespace siphon::session {
@@ -27,23 +29,9 @@ using auth::Bytes;
 using auth::golden::unhex;
 namespace golden = auth::golden;
 
-Bytes bytes_of(const BufferList& bl) {
-  Bytes out;
-  for (const auto& p : bl.ptrs()) {
-    const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
-    out.insert(out.end(), d, d + p.length());
-  }
-  return out;
-}
-
-// The first `n` (crc-mode) frames of a captured stream, after its banner.
+using test::bytes_of;
 std::vector<Frame> frames_of(const std::vector<std::uint8_t>& stream, std::size_t n) {
-  proto::FrameDecoder dec(proto::FrameRev::rev1, {});
-  dec.feed(stream.data() + 26, stream.size() - 26);
-  std::vector<Frame> out;
-  Frame f;
-  while (out.size() < n && dec.next(f) == proto::FrameDecoder::Status::frame) out.push_back(std::move(f));
-  return out;
+  return test::frames_after_banner(stream, n);
 }
 
 const siphon::testing::TcpStream* stream(const std::vector<siphon::testing::TcpStream>& all, std::string_view client) {
@@ -86,16 +74,7 @@ struct AuthorizerReplay : ::testing::Test {
     return a;
   }
 
-  HandshakeServices services() {
-    HandshakeServices s;
-    s.next_global_seq = [](std::uint64_t a) { return a + 1; };
-    s.random_cookie = [this] {
-      const std::uint64_t v = randoms.empty() ? 42 : randoms.front();
-      if (!randoms.empty()) randoms.erase(randoms.begin());
-      return v;
-    };
-    return s;
-  }
+  HandshakeServices services() { return test::scripted_services(randoms); }
 
   // Replays one captured client->osd.0 connection through a ClientHandshake
   // (kept in `c`): the client's frames must be the captured bytes; returns

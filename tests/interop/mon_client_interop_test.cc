@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -58,6 +59,19 @@ std::shared_ptr<transport::Stack> tcp_stack() {
   return transport::make_tcp_stack(t);
 }
 
+// client.admin's entry of the fixture's keyring (a cephx mon).
+std::optional<auth::KeyringEntry> admin_key(const testing::MonFixture& mon) {
+  std::ifstream in(mon.keyring());
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string why;
+  const auto kr = auth::Keyring::parse(text.str(), mon.keyring(), why);
+  EXPECT_TRUE(kr) << why;
+  const auth::KeyringEntry* admin = kr ? kr->find("client.admin") : nullptr;
+  EXPECT_NE(admin, nullptr);
+  return admin ? std::optional<auth::KeyringEntry>(*admin) : std::nullopt;
+}
+
 json ceph_json(const testing::MonFixture& mon, const std::string& args) {
   int rc = 0;
   const std::string out = mon.ceph(args, &rc);
@@ -105,14 +119,9 @@ TEST(MonInterop, HandshakeInMsgr21AndMsgr20) {
 // Siphon offers crc); a wrong key is refused at once, naming the entity.
 TEST(MonInterop, CephxWithTheKeyringAndAWrongKey) {
   SIPHON_START_MON(mon, std::vector<std::string>{}, true);
-  std::ifstream in(mon.keyring());
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string why;
-  const auto kr = auth::Keyring::parse(text.str(), mon.keyring(), why);
-  ASSERT_TRUE(kr) << why;
-  const auth::KeyringEntry* admin = kr->find("client.admin");
-  ASSERT_NE(admin, nullptr);
+  std::optional<auth::KeyringEntry> admin;
+  ASSERT_NO_FATAL_FAILURE(admin = admin_key(mon));
+  ASSERT_TRUE(admin);
   log::set_sink(&capture);
   log::set_level(log::Subsys::session, 5);
   {
@@ -156,14 +165,9 @@ TEST(MonInterop, CephxWithTheKeyringAndAWrongKey) {
 // shared store changes (a new session key), and the session keeps working.
 TEST(MonInterop, CephxServiceTicketsAreRenewedBeforeTheyExpire) {
   SIPHON_START_MON(mon, std::vector<std::string>{"auth service ticket ttl = 20"}, true);
-  std::ifstream in(mon.keyring());
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string why;
-  const auto kr = auth::Keyring::parse(text.str(), mon.keyring(), why);
-  ASSERT_TRUE(kr) << why;
-  const auth::KeyringEntry* admin = kr->find("client.admin");
-  ASSERT_NE(admin, nullptr);
+  std::optional<auth::KeyringEntry> admin;
+  ASSERT_NO_FATAL_FAILURE(admin = admin_key(mon));
+  ASSERT_TRUE(admin);
   MonClientOptions o = client_options(mon);
   o.auth.methods = {proto::kAuthMethodCephx};
   o.auth.secret = admin->key.secret;

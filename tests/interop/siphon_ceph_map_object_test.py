@@ -72,9 +72,17 @@ class Cluster:
     def epoch(self):
         return json.loads(self.ceph("osd", "dump", "-f", "json")[1])["epoch"]
 
-    def start_osd(self):
+    def start_osd(self, with_key=False):
+        """A new OSD daemon; `with_key` (a cephx cluster): its key, made by
+        the mon, is appended to the cluster's keyring (the conf's global
+        `keyring`, which ceph-osd reads as well)."""
         osd_uuid = str(uuid.uuid4())
         osd_id = int(self.ceph("osd", "new", osd_uuid)[1].strip())
+        if with_key:
+            _, key, _ = self.ceph("auth", "get-or-create", f"osd.{osd_id}", "mon", "allow profile osd",
+                                  "osd", "allow *", "mgr", "allow profile osd")
+            with open(os.path.join(self.tmp, "keyring"), "a") as f:
+                f.write("\n" + key)
         os.makedirs(os.path.join(self.tmp, "osd", f"ceph-{osd_id}"), exist_ok=True)
         run(["ceph-osd", "-c", self.conf, "-i", str(osd_id), "--mkfs", "--osd-uuid", osd_uuid])
         run(["ceph-osd", "-c", self.conf, "-i", str(osd_id)])  # daemonizes, writes its pid file
@@ -129,10 +137,11 @@ class Cluster:
                     pass
 
 
-def start_cluster(fixture, tmp, conf):
-    """The fixture's mon in `tmp` with extra ceph.conf lines: a Cluster, or
-    None after printing the fixture's output and a FAIL line."""
-    args = [fixture, "start", tmp]
+def start_cluster(fixture, tmp, conf, cephx=False):
+    """The fixture's mon in `tmp` with extra ceph.conf lines (`cephx`: the
+    cluster requires cephx): a Cluster, or None after printing the fixture's
+    output and a FAIL line."""
+    args = [fixture, "start", tmp] + (["--cephx"] if cephx else [])
     for line in conf:
         args += ["--conf", line]
     p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)

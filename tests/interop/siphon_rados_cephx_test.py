@@ -18,7 +18,6 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import siphon_ceph_map_object_test as mo  # noqa: E402  (the cluster helpers)
@@ -33,27 +32,6 @@ def check(name, ok, detail=""):
     print(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
 
 
-def start_osd_with_key(c):
-    """An OSD whose cephx key the mon knows, appended to the cluster's keyring
-    (the conf's global `keyring`, which ceph-osd reads as well)."""
-    osd_uuid = str(uuid.uuid4())
-    osd_id = int(c.ceph("osd", "new", osd_uuid)[1].strip())
-    _, key, _ = c.ceph("auth", "get-or-create", f"osd.{osd_id}", "mon", "allow profile osd",
-                       "osd", "allow *", "mgr", "allow profile osd")
-    with open(os.path.join(c.tmp, "keyring"), "a") as f:
-        f.write("\n" + key)
-    os.makedirs(os.path.join(c.tmp, "osd", f"ceph-{osd_id}"), exist_ok=True)
-    run(["ceph-osd", "-c", c.conf, "-i", str(osd_id), "--mkfs", "--osd-uuid", osd_uuid])
-    run(["ceph-osd", "-c", c.conf, "-i", str(osd_id)])
-    pidfile = os.path.join(c.tmp, "run", f"ceph-osd.{osd_id}.pid")
-    for _ in range(100):
-        if os.path.exists(pidfile):
-            c.osd_pids.append(int(open(pidfile).read().strip()))
-            break
-        time.sleep(0.1)
-    return osd_id
-
-
 def main():
     tmp = tempfile.mkdtemp(prefix="siphon-rados-cephx-")
     conf = ["osd objectstore = memstore", "memstore device bytes = 134217728",
@@ -61,10 +39,9 @@ def main():
             "osd crush update on start = true", "osd pool default pg autoscale mode = off",
             "osd pool default size = 1", "osd pool default min size = 1",
             "mon allow pool size one = true", "ms service mode = secure"]
-    args = [FIXTURE, "start", tmp, "--cephx"]
-    for line in conf:
-        args += ["--conf", line]
-    c = mo.Cluster(tmp)
+    c = mo.start_cluster(FIXTURE, tmp, conf, cephx=True)
+    if c is None:
+        return 1
 
     def siphon(*a, timeout=120):
         return run([SIPHON, "-c", c.conf, "--connect-timeout", "20", *a], check=False, timeout=timeout)
@@ -73,21 +50,11 @@ def main():
         return run(["rados", "-c", c.conf, *a], check=False, timeout=timeout)
 
     try:
-        p = subprocess.run(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=180)
-        if p.returncode != 0:
-            print(p.stdout.decode())
-            print("FAIL the mon fixture did not start")
-            return 1
-        osd = start_osd_with_key(c)
+        osd = c.start_osd(with_key=True)
         c.wait_up([osd])
         c.ceph("osd", "pool", "create", "rep", "8", "8", "replicated")
         c.ceph("osd", "pool", "set", "rep", "size", "1", "--yes-i-really-mean-it")
-        deadline = time.time() + 180
-        while rados("-p", "rep", "--rados-osd-op-timeout", "8", "put", "probe", "/etc/hostname")[0] != 0:
-            if time.time() > deadline:
-                print(f"FAIL pool rep not writable within 180 s (logs in {tmp}/log)")
-                return 1
-            time.sleep(1)
+        mo.wait_writable(c, "rep", ["probe"], time.time() + 180)
         print(f"cluster ready (cephx, OSD secure only) at epoch {c.epoch()}", flush=True)
 
         data = os.urandom(4096) * 1024 + b"12345"
@@ -117,14 +84,8 @@ def main():
         check("crc-only client refused by a secure-only OSD", rc != 0 and took < 60,
               f"rc {rc} after {took:.1f}s: {err.strip()[-400:]!r}")
     finally:
-        c.stop_osds()
-        subprocess.run([FIXTURE, "stop", tmp], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    failed = RESULTS.count(False)
-    print(f"{len(RESULTS) - failed} passed, {failed} failed")
-    if failed == 0:
-        import shutil
-        shutil.rmtree(tmp, ignore_errors=True)
-    return 1 if failed or not RESULTS else 0
+        mo.teardown(c, FIXTURE, tmp)
+    return mo.summary(RESULTS)
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "../auth/golden.h"
+#include "captured_frames.h"
 #include "msgr/proto/frame.h"
 #include "msgr/session/handshake.h"
+#include "scripted_services.h"
 
 namespace siphon::session {
 namespace {
@@ -17,38 +19,13 @@ using auth::Bytes;
 using auth::golden::unhex;
 namespace golden = auth::golden;
 
-Bytes bytes_of(const BufferList& bl) {
-  Bytes out;
-  for (const auto& p : bl.ptrs()) {
-    const auto* d = reinterpret_cast<const std::uint8_t*>(p.data());
-    out.insert(out.end(), d, d + p.length());
-  }
-  return out;
-}
-
-// The frames in a captured byte stream after its 26-byte banner.
-std::vector<Frame> frames_of(const Bytes& stream) {
-  proto::FrameDecoder dec(proto::FrameRev::rev1, {});
-  dec.feed(stream.data() + 26, stream.size() - 26);
-  std::vector<Frame> out;
-  Frame f;
-  while (dec.next(f) == proto::FrameDecoder::Status::frame) out.push_back(std::move(f));
-  return out;
-}
+using test::bytes_of;
+std::vector<Frame> frames_of(const Bytes& stream) { return test::frames_after_banner(stream); }
 
 struct CephxReplay : ::testing::Test {
   std::vector<std::uint64_t> randoms{golden::kClientChallenge};
 
-  HandshakeServices services() {
-    HandshakeServices s;
-    s.next_global_seq = [](std::uint64_t a) { return a + 1; };
-    s.random_cookie = [this] {
-      const std::uint64_t v = randoms.empty() ? 42 : randoms.front();
-      if (!randoms.empty()) randoms.erase(randoms.begin());
-      return v;
-    };
-    return s;
-  }
+  HandshakeServices services() { return test::scripted_services(randoms); }
   ClientAuth cephx_auth(Bytes secret = golden::kAdminSecret) {
     ClientAuth a;
     a.methods = {proto::kAuthMethodCephx};
