@@ -111,6 +111,14 @@ std::optional<CryptoKey> CryptoKey::from_base64(std::string_view text, std::stri
     why = fmt::format("{} bytes after the key", raw->size() - pos);
     return std::nullopt;
   }
+  if (k.type == 2) {
+    // Ceph 19.2.6+'s aes256k (RFC 8009, msgr/auth/aes256k.h): the cipher is
+    // here, its use in cephx's exchange is not.
+    why = "key type 2 (aes256k): the cipher is implemented, its use in cephx's exchange is not implemented by "
+          "Siphon (Ceph 16.2.15, the version tested, has no such keys either); use an AES (type 1) key, e.g. "
+          "ceph auth get-or-create-key with the default key type";
+    return std::nullopt;
+  }
   if (k.type != kCryptoAes) {
     why = fmt::format("key type {} is not AES (1)", k.type);
     return std::nullopt;
