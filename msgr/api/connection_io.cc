@@ -227,7 +227,7 @@ void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
         const auto t0 = transport::WorkerPerf::now();
         outq_.ack(a.seq);
         if (t0 != transport::WorkerPerf::Clock::time_point{})
-          owner().perf().tinc(transport::l_msgr_handle_ack_lat, transport::WorkerPerf::Clock::now() - t0);
+          owner().perf().tinc(transport::l_msgr_handle_ack_lat, transport::WorkerPerf::read_clock() - t0);
       }
       return;
     }
@@ -331,7 +331,7 @@ void ConnectionImpl::receive_message(proto::Frame&& f) {
         // From the receive stamp above (one more clock read per message).
         if constexpr (perf::kCompiledIn) {
           if (perf::enabled())
-            wp.tinc(transport::l_msgr_running_fast_dispatch_time, std::chrono::steady_clock::now() - received);
+            wp.tinc(transport::l_msgr_running_fast_dispatch_time, transport::WorkerPerf::read_clock() - received);
         }
         fast = true;
         break;

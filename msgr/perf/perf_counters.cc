@@ -16,8 +16,6 @@
 namespace siphon::perf {
 namespace {
 
-std::atomic<bool> g_enabled{true};
-
 constexpr auto relaxed = std::memory_order_relaxed;
 
 // Adds n: a relaxed load and store for a one-writer logger (no locked
@@ -147,6 +145,11 @@ std::shared_ptr<Logger> LoggerBuilder::create() {
     impl->infos.push_back(*infos_[i]);
   }
   impl->storage = detail::make_slots(n + 2 * detail::kPadSlots);
+  for (std::size_t i = 0; i < n; ++i) {
+    detail::Slot& slot = impl->storage[detail::kPadSlots + i];
+    slot.average = (impl->infos[i].type & kLongRunAvg) != 0;
+    slot.shared = impl->shared;
+  }
   impl->base = std::make_unique<detail::Baseline[]>(n);
   impl->hist.resize(n);
   impl->hist_base.resize(n);
@@ -226,20 +229,14 @@ SlotArray make_slots(std::size_t n) {
 }
 }  // namespace detail
 
-detail::Slot* Logger::Impl::slot(int idx) noexcept {
-  if (idx < first || idx >= last) return nullptr;
-  return &storage[detail::kPadSlots + static_cast<std::size_t>(idx - first)];
-}
-
 void Logger::inc(int idx, std::uint64_t v) noexcept {
   if (!enabled()) return;
   detail::Slot* s = impl_->slot(idx);
   if (s == nullptr) return;
-  const std::uint8_t t = impl_->infos[static_cast<std::size_t>(idx - impl_->first)].type;
-  if (t & kLongRunAvg) {
-    avg_add(*s, v, impl_->shared);
+  if (s->average) {
+    avg_add(*s, v, s->shared);
   } else {
-    bump(s->v, v, impl_->shared);
+    bump(s->v, v, s->shared);
   }
 }
 
@@ -261,11 +258,6 @@ void Logger::set(int idx, std::uint64_t v) noexcept {
   if (!enabled()) return;
   detail::Slot* s = impl_->slot(idx);
   if (s != nullptr) s->v.store(v, relaxed);
-}
-
-void Logger::tinc(int idx, std::chrono::nanoseconds d) noexcept {
-  const auto ns = static_cast<std::uint64_t>(std::max<std::int64_t>(d.count(), 0));
-  inc(idx, ns);
 }
 
 void Logger::hinc(int idx, std::int64_t x, std::int64_t y) noexcept {
@@ -403,7 +395,6 @@ Collection& process_collection() {
   return c;
 }
 
-void set_enabled(bool on) noexcept { g_enabled.store(on, relaxed); }
-bool enabled() noexcept { return g_enabled.load(relaxed); }
+void set_enabled(bool on) noexcept { detail::g_enabled.store(on, relaxed); }
 
 }  // namespace siphon::perf

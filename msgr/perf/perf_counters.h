@@ -19,6 +19,7 @@
 // or set), never counters, so a reset cannot underflow them.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -146,7 +147,9 @@ class Logger {
   void inc(int idx, std::uint64_t v = 1) noexcept;   // counters, gauges, u64 averages
   void dec(int idx, std::uint64_t v = 1) noexcept;   // gauges only
   void set(int idx, std::uint64_t v) noexcept;       // gauges, time
-  void tinc(int idx, std::chrono::nanoseconds d) noexcept;  // time, time averages
+  void tinc(int idx, std::chrono::nanoseconds d) noexcept {  // time, time averages (negative: 0)
+    inc(idx, static_cast<std::uint64_t>(d.count() > 0 ? d.count() : 0));
+  }
   void hinc(int idx, std::int64_t x, std::int64_t y) noexcept;  // histograms
 
   Value get(int idx) const;
@@ -210,8 +213,12 @@ class Collection {
 // show). Tests may build their own Collection.
 Collection& process_collection();
 
-// Ceph's `perf` option: false makes every update a no-op.
+// Ceph's `perf` option: false makes every update a no-op. enabled() is
+// inline (one relaxed load): every counter update and timed section asks it.
+namespace detail {
+inline std::atomic<bool> g_enabled{true};
+}
 void set_enabled(bool on) noexcept;
-bool enabled() noexcept;
+inline bool enabled() noexcept { return detail::g_enabled.load(std::memory_order_relaxed); }
 
 }  // namespace siphon::perf

@@ -21,7 +21,11 @@ struct Slot {
   std::atomic<std::uint64_t> v{0};
   std::atomic<std::uint64_t> count{0};
   std::atomic<std::uint64_t> begun{0};
-  std::atomic<std::uint64_t> unused{0};
+  // Written once when the logger is created, read by inc() so the hot path
+  // needs no look-up in the logger's CounterInfo table.
+  bool average = false;  // kLongRunAvg: inc() updates sum and count
+  bool shared = false;   // the logger's: fetch_add instead of load/store
+  std::uint8_t pad[6] = {};
 };
 static_assert(sizeof(Slot) == 32);
 // Slots either side of a logger's array (2 × 32 bytes = one cache line), so
@@ -62,7 +66,12 @@ struct Logger::Impl {
   std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> hist;       // padded cells, [x * ny + y]
   std::vector<std::unique_ptr<std::atomic<std::uint64_t>[]>> hist_base;  // unpadded
 
-  detail::Slot* slot(int idx) noexcept;
+  detail::Slot* slot(int idx) noexcept {
+    // One unsigned compare covers both ends of [first, last).
+    const auto i = static_cast<unsigned>(idx - first);
+    if (i >= static_cast<unsigned>(last - first)) return nullptr;
+    return &storage[detail::kPadSlots + i];
+  }
 };
 
 }  // namespace siphon::perf

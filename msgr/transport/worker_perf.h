@@ -16,6 +16,8 @@
 // counters off at run time costs one relaxed load per section.
 #pragma once
 
+#include <time.h>
+
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -66,12 +68,21 @@ class WorkerPerf {
     if constexpr (perf::kCompiledIn) logger_->tinc(idx, std::chrono::duration_cast<std::chrono::nanoseconds>(d));
   }
 
+  // The monotonic clock read directly (steady_clock is CLOCK_MONOTONIC on
+  // Linux; calling clock_gettime ourselves skips libstdc++'s out-of-line
+  // wrapper, a measurable share of the counters' cost per message).
+  static Clock::time_point read_clock() noexcept {
+    timespec ts{};
+    ::clock_gettime(CLOCK_MONOTONIC, &ts);
+    return Clock::time_point(std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec));
+  }
+
   // now() while counters are compiled in and on, a zero time point otherwise
   // (so a build or a process with counters off reads no clock). Callers
   // treat a zero time point as "not stamped".
   static Clock::time_point now() noexcept {
     if constexpr (perf::kCompiledIn) {
-      if (perf::enabled()) return Clock::now();
+      if (perf::enabled()) return read_clock();
     }
     return {};
   }
@@ -92,7 +103,7 @@ class WorkerPerf {
       if constexpr (perf::kCompiledIn) {
         // Not timed when counters were off at the start (t0_ is zero).
         if (t0_ != Clock::time_point{}) {
-          const Clock::duration d = Clock::now() - t0_;
+          const Clock::duration d = read_clock() - t0_;
           p_.tinc(idx_, d);
           if (outer_) p_.tinc(l_msgr_running_total_time, d);
         }
