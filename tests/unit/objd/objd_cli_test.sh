@@ -12,9 +12,9 @@
 #                 dropped, objd keeps serving
 #   bad_input     configuration and command-line errors: clear message, exit
 #                 status, no crash; ms_cluster_type selects the cluster stack
-#   cephx_posix, cephx_rdma
+#   cephx_posix, cephx_rdma (soft fabric), cephx_verbs (rxe0, in the rxe guest)
 #                 objd-cephx.conf (cephx required, ms_service_mode secure) on
-#                 either stack: siphon-bench with the right key (-k, -n)
+#                 each stack: siphon-bench with the right key (-k, -n)
 #                 passes --verify and objd logs it as authenticated in secure
 #                 mode; no key, a wrong key, and an entity the keyring lacks
 #                 are refused: bench exits 1 naming the cause, objd logs the
@@ -161,10 +161,18 @@ case "$case_name" in
     expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix, ms_type from [^)]+\), cluster v2:[^ ]+ \(async\+rdma, ms_cluster_type from command line\)"
     stop_objd TERM
     ;;
-  cephx_posix | cephx_rdma)
+  cephx_posix | cephx_rdma | cephx_verbs)
     stack=${case_name#cephx_}
     extra=()
     [ "$stack" = rdma ] && extra=(--ms_type async+rdma --ms_async_rdma_device_name soft0)
+    if [ "$stack" = verbs ]; then
+      # Inside the rxe guest (tests/rxe, rxe.objd_cephx): real verbs on rxe0.
+      [ "${SIPHON_RXE_GUEST:-}" = 1 ] || skip "cephx_verbs runs inside the rxe guest"
+      stack=rdma
+      addr_rxe=${SIPHON_RXE_ADDR:-192.0.2.1}
+      extra=(--ms_type async+rdma --ms_async_rdma_device_name "${SIPHON_RXE_DEV:-rxe0}"
+             --public_addr "v2:$addr_rxe:0" --cluster_addr "v2:$addr_rxe:0")
+    fi
     # The daemon's keyring lists who may come in; the clients' hold their own key.
     printf '[client.bench]\n\tkey = AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==\n[client.admin]\n\tkey = AQAA8VNlAAAAABAAABEiM0RVZneImaq7zN3u/w==\n' \
       >"$tmp/objd.keyring"
