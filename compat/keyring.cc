@@ -177,7 +177,8 @@ namespace {
 
 std::string join_methods(const std::vector<std::uint32_t>& v) {
   std::string out;
-  for (const std::uint32_t m : v) out += (out.empty() ? "" : ", ") + std::string(m == proto::kAuthMethodCephx ? "cephx" : "none");
+  for (const std::uint32_t m : v)
+    out += (out.empty() ? "" : ", ") + std::string(m == proto::kAuthMethodCephx ? "cephx" : "none");
   return out.empty() ? "nothing" : out;
 }
 std::string join_modes(const std::vector<std::uint32_t>& v) {
@@ -242,8 +243,9 @@ ServerAuth server_auth(const Config& cfg) {
     for (const auto& [name, e] : kr.keyring->entries()) a.keys[name] = e.key.secret;
     a.keyring_source = kr.source;
   }
+  // Whole seconds, at least 1 (a NaN or a value below 1 from the file too).
   const double ttl = cfg.get<Opt::auth_mon_ticket_ttl>();
-  a.ticket_ttl_sec = static_cast<std::uint32_t>(std::clamp(ttl, 1.0, 4294967295.0));
+  a.ticket_ttl_sec = ttl >= 1.0 ? static_cast<std::uint32_t>(std::min(ttl, 4294967295.0)) : 1u;
   return a;
 }
 

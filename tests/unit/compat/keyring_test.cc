@@ -168,6 +168,7 @@ TEST_F(KeyringFiles, ServerAuthFromTheKeyringAndTheOptions) {
   EXPECT_EQ(mon.service_methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx}));
   EXPECT_EQ(mon.cluster_methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx}));
   EXPECT_EQ(mon.ticket_ttl_sec, 259200u);
+  EXPECT_EQ(server_auth(load("[global]\nauth_mon_ticket_ttl = 0\n", "osd.0", {"-k", p})).ticket_ttl_sec, 1u);
   // key (or keyfile) is a keyring of one: the daemon's own entry.
   const ServerAuth own = server_auth(load(std::string("[global]\nkey = ") + kAdmin + "\n", "osd.3"));
   ASSERT_EQ(own.keys.size(), 1u);

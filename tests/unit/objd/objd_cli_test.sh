@@ -192,6 +192,8 @@ case "$case_name" in
     expect_json "$tmp/result.json" "d['results']['errors'] == 0 and d['results']['messages'] == 400"
     expect_json "$tmp/result.json" "d['ms_type'] == 'async+$stack'"
     expect_in "$tmp/objd.out" "public v2:[^ ]+ \(async\+$stack, "
+    # On rxe0 the daemon listens on the guest's RoCE address.
+    [ -z "${addr_rxe:-}" ] || expect_in "$tmp/objd.out" "public v2:${addr_rxe//./\\.}:[0-9]+/"
     expect_in "$tmp/bench.err" "authenticating as client\.bench with cephx \(keyring $tmp/bench\.keyring\)"
     expect_in "$tmp/objd.err" "accepted client\.bench from [^ ]+ as global_id [0-9]+: auth cephx, secure mode"
     expect_not_in "$tmp/objd.err" "auth none"
