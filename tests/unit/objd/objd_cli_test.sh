@@ -215,8 +215,9 @@ case "$case_name" in
     [ "$status" -eq 1 ] || fail "unknown entity: status $status, expected 1"
     expect_in "$tmp/eve.err" "refused the cephx key of client\.eve"
     expect_in "$tmp/objd.err" "client\.eve is not in the keyring \(keyring $tmp/objd\.keyring\)"
-    # The daemon still serves the right key after the refusals.
-    run_bench again objd -c "$conf" -n client.bench -k "$tmp/bench.keyring" --target "$addr" --count 10 --verify \
+    # The daemon still serves the right key after the refusals (-n and -k
+    # before the mode, as configuration flags may come).
+    run_bench again -n client.bench -k "$tmp/bench.keyring" objd -c "$conf" --target "$addr" --count 10 --verify \
       "${extra[@]}"
     [ "$status" -eq 0 ] || fail "siphon-objd does not serve after refusals (bench status $status)"
     stop_objd TERM
