@@ -419,25 +419,11 @@ void Config::check_cross(Diagnostics& diags) const {
 }
 
 // Ceph options whose meaning depends on the entity and that Siphon does not
-// implement. Siphon's daemons speak auth none only (cephx is client-side so
-// far): a daemon told to require cephx of its peers would accept
-// unauthenticated ones, an error rather than a silent downgrade.
+// implement. (auth_service_required / auth_cluster_required are a daemon's
+// accepting side, built by compat::server_auth: nothing to refuse here.)
 void Config::check_unimplemented(Diagnostics& diags) const {
   const auto get_string = [&](Opt o) -> const std::string& { return std::get<std::string>(values_[index(o)]); };
-  const auto lacks_none = [&](Opt o) {
-    if (sources_[index(o)].kind == ValueSource::Kind::default_value) return false;
-    const auto methods = split_list(std::get<std::string>(values_[index(o)]));
-    return std::find(methods.begin(), methods.end(), "none") == methods.end();
-  };
   const bool daemon = name_.type == "mon" || name_.type == "osd" || name_.type == "mds" || name_.type == "mgr";
-  for (const Opt o : {Opt::auth_cluster_required, Opt::auth_service_required}) {
-    if (!daemon || !lacks_none(o)) continue;
-    diags.error(sources_[index(o)].where,
-                fmt::format("{} = {}: Siphon implements auth none only, so {} would accept peers that do not "
-                            "authenticate; add none to the list (e.g. \"cephx, none\") to run a Siphon daemon "
-                            "on this cluster", schema(o).name,
-                            std::get<std::string>(values_[index(o)]), name_.to_string()));
-  }
   // Ceph daemons pick their address from these subnets; Siphon's daemon
   // (siphon-objd) binds public_addr / cluster_addr as given.
   if (daemon) {

@@ -58,21 +58,27 @@ std::string trim(std::string s) {
 
 }  // namespace
 
-KeyLookup find_key(const Config& cfg) {
-  KeyLookup out;
+KeyringLookup find_keyring(const Config& cfg) {
+  KeyringLookup out;
   const std::string entity = cfg.name().to_string();
   const std::string& key = cfg.get<Opt::key>();
   const std::string& keyfile = cfg.get<Opt::keyfile>();
   out.searched = cfg.get<Opt::keyring>();
   std::string why;
+  // key and keyfile give a keyring of one entry, the entity's own (Ceph's
+  // KeyRing::from_ceph_context does the same).
+  const auto own = [&](auth::CryptoKey k, std::string source) {
+    out.keyring.emplace();
+    out.keyring->add(entity, auth::KeyringEntry{std::move(k), {}});
+    out.source = std::move(source);
+    return out;
+  };
   if (!key.empty()) {
     auto k = auth::CryptoKey::from_base64(trim(key), why);
     if (!k) fail(fmt::format("option key ({}) is not a Ceph key for {}: {}", cfg.source(Opt::key).to_string(),
                              entity, why),
                  "give the base64 key `ceph auth get-key` prints");
-    out.key = std::move(*k);
-    out.source = "option key";
-    return out;
+    return own(std::move(*k), "option key");
   }
   if (!keyfile.empty()) {
     auto text = read_file(keyfile, why);
@@ -82,9 +88,7 @@ KeyLookup find_key(const Config& cfg) {
     if (!k) fail(fmt::format("keyfile {} does not hold a Ceph key for {}: {}", keyfile, entity, why),
                  "put the base64 key `ceph auth get-key` prints in it");
     check_mode(keyfile, out.warnings);
-    out.key = std::move(*k);
-    out.source = "keyfile " + keyfile;
-    return out;
+    return own(std::move(*k), "keyfile " + keyfile);
   }
   for (const std::string& path : split_list(out.searched)) {
     struct stat st {};
@@ -96,17 +100,30 @@ KeyLookup find_key(const Config& cfg) {
     if (!kr) fail(fmt::format("keyring {} cannot be read: {}", path, why),
                   "Siphon reads Ceph's text keyring format (ceph-authtool writes it); fix or replace the file");
     check_mode(path, out.warnings);
-    const auth::KeyringEntry* e = kr->find(entity);
-    if (e == nullptr) {
-      std::string held;
-      for (const auto& [name, _] : kr->entries()) held += (held.empty() ? "" : ", ") + name;
-      fail(fmt::format("keyring {} has no key for {} (it holds: {})", path, entity, held.empty() ? "nothing" : held),
-           fmt::format("use -n/--name for one of those, or add the key: ceph auth get {} >> {}", entity, path));
-    }
-    out.key = e->key;
+    out.keyring = std::move(*kr);
     out.source = "keyring " + path;
+    out.path = path;
     return out;
   }
+  return out;
+}
+
+KeyLookup find_key(const Config& cfg) {
+  KeyringLookup kr = find_keyring(cfg);
+  KeyLookup out;
+  out.searched = std::move(kr.searched);
+  out.warnings = std::move(kr.warnings);
+  if (!kr.keyring) return out;
+  const std::string entity = cfg.name().to_string();
+  const auth::KeyringEntry* e = kr.keyring->find(entity);
+  if (e == nullptr) {
+    std::string held;
+    for (const auto& [name, _] : kr.keyring->entries()) held += (held.empty() ? "" : ", ") + name;
+    fail(fmt::format("keyring {} has no key for {} (it holds: {})", kr.path, entity, held.empty() ? "nothing" : held),
+         fmt::format("use -n/--name for one of those, or add the key: ceph auth get {} >> {}", entity, kr.path));
+  }
+  out.key = e->key;
+  out.source = std::move(kr.source);
   return out;
 }
 
@@ -154,6 +171,95 @@ ClientAuth client_auth(const Config& cfg) {
   a.mon_modes = mode_list(client ? cfg.get<Opt::ms_mon_client_mode>() : cfg.get<Opt::ms_mon_cluster_mode>());
   a.modes = mode_list(client ? cfg.get<Opt::ms_client_mode>() : cfg.get<Opt::ms_cluster_mode>());
   return a;
+}
+
+namespace {
+
+std::string join_methods(const std::vector<std::uint32_t>& v) {
+  std::string out;
+  for (const std::uint32_t m : v)
+    out += (out.empty() ? "" : ", ") + std::string(m == proto::kAuthMethodCephx ? "cephx" : "none");
+  return out.empty() ? "nothing" : out;
+}
+std::string join_modes(const std::vector<std::uint32_t>& v) {
+  std::string out;
+  for (const std::uint32_t m : v) out += " " + std::string(m == proto::kConModeSecure ? "secure" : "crc");
+  return out;
+}
+
+}  // namespace
+
+ServerAuth server_auth(const Config& cfg) {
+  ServerAuth a;
+  const std::string me = cfg.name().to_string();
+  KeyringLookup kr = find_keyring(cfg);
+  for (const auto& w : kr.warnings) SIPHON_LOG(compat, 0, "warning: {}", w);
+  // Ceph's AuthRegistry: the methods as listed, cephx dropped when no
+  // keyring exists ("no keyring found at ..., disabling cephx").
+  const auto methods = [&](Opt o) {
+    std::vector<std::uint32_t> out;
+    bool dropped = false;
+    for (const std::string& m : split_list(std::get<std::string>(cfg.value(o)))) {
+      const std::uint32_t id = m == "cephx" ? proto::kAuthMethodCephx : proto::kAuthMethodNone;
+      if (id == proto::kAuthMethodCephx && !kr.keyring) {
+        dropped = true;
+        continue;
+      }
+      if (std::find(out.begin(), out.end(), id) == out.end()) out.push_back(id);
+    }
+    if (!out.empty()) {
+      if (dropped) SIPHON_LOG(compat, 1, "no keyring found at {}, disabling cephx for {}", kr.searched,
+                              schema(o).name);
+      return out;
+    }
+    const std::string name(schema(o).name);
+    const std::string value = std::get<std::string>(cfg.value(o));
+    if (cfg.source(o).kind != ValueSource::Kind::default_value)
+      fail(fmt::format("{} = {} ({}): {} requires cephx of its peers, but no keyring was found (searched {}), so "
+                       "it could let no one in",
+                       name, value, cfg.source(o).to_string(), me, kr.searched),
+           fmt::format("give the keyring of the entities allowed in with -k/--keyring FILE (or the keyring "
+                       "option), or add none to {}",
+                       name));
+    // Left at Ceph's default (cephx) with no keyring anywhere: Siphon's
+    // daemons served such setups unauthenticated before cephx existed here,
+    // and keep doing so -- loudly.
+    SIPHON_LOG(compat, 0,
+               "warning: {} is at its default ({}) but no keyring was found (searched {}): {} lets its peers in "
+               "without authentication (auth none); give a keyring with -k/--keyring to require cephx, or set "
+               "{} = none to say that this is meant",
+               name, value, kr.searched, me, name);
+    return std::vector<std::uint32_t>{proto::kAuthMethodNone};
+  };
+  a.service_methods = methods(Opt::auth_service_required);
+  a.cluster_methods = methods(Opt::auth_cluster_required);
+  // Modes a daemon allows, as Ceph's AuthRegistry picks them: a monitor's
+  // from ms_mon_service_mode / ms_mon_cluster_mode, any other daemon's from
+  // ms_service_mode / ms_cluster_mode.
+  const bool mon = cfg.name().type == "mon";
+  a.service_modes = mode_list(mon ? cfg.get<Opt::ms_mon_service_mode>() : cfg.get<Opt::ms_service_mode>());
+  a.cluster_modes = mode_list(mon ? cfg.get<Opt::ms_mon_cluster_mode>() : cfg.get<Opt::ms_cluster_mode>());
+  if (kr.keyring) {
+    for (const auto& [name, e] : kr.keyring->entries()) a.keys[name] = e.key.secret;
+    a.keyring_source = kr.source;
+  }
+  // Whole seconds, at least 1 (a NaN or a value below 1 from the file too).
+  const double ttl = cfg.get<Opt::auth_mon_ticket_ttl>();
+  a.ticket_ttl_sec = ttl >= 1.0 ? static_cast<std::uint32_t>(std::min(ttl, 4294967295.0)) : 1u;
+  return a;
+}
+
+std::string describe(const ServerAuth& a) {
+  std::string out = fmt::format("auth from clients {} (modes{}), from daemons {} (modes{})",
+                                join_methods(a.service_methods), join_modes(a.service_modes),
+                                join_methods(a.cluster_methods), join_modes(a.cluster_modes));
+  const bool cephx = std::find(a.service_methods.begin(), a.service_methods.end(), proto::kAuthMethodCephx) !=
+                         a.service_methods.end() ||
+                     std::find(a.cluster_methods.begin(), a.cluster_methods.end(), proto::kAuthMethodCephx) !=
+                         a.cluster_methods.end();
+  if (cephx) out += fmt::format("; cephx keys of {} entit{} from {}", a.keys.size(), a.keys.size() == 1 ? "y" : "ies",
+                                a.keyring_source);
+  return out;
 }
 
 }  // namespace siphon::compat

@@ -75,8 +75,8 @@ note says what Siphon does instead; such an option set to a value other than its
 one-line warning naming it (for example `ms_crc_data = false`, `ms_inject_delay_type = osd`, or a
 TCP-only option such as `ms_inject_socket_failures` with `ms_type = async+rdma`). Where going on
 would be weaker than what the file asks for it is an error: for a daemon, an
-`auth_cluster_required` or `auth_service_required` list without `none` (Siphon's daemons built from
-the configuration implement auth none only; cephx on the accepting side is set up in code,
+`auth_cluster_required` or `auth_service_required` list that names only `cephx` while no keyring
+is found (the daemon could let no one in; left at the default, it warns and runs auth none,
 docs/security.md §5b).
 
 ## `$` expansion

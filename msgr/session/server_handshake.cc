@@ -89,10 +89,25 @@ Step ServerHandshake::on_auth_request(const Frame& f) {
   const auto& modes = daemon_peer() ? a.cluster_modes : a.service_modes;
   challenged_ = false;
   const bool known = req.method == proto::kAuthMethodNone || req.method == proto::kAuthMethodCephx;
-  if (!known || std::find(methods.begin(), methods.end(), req.method) == methods.end())
+  if (!known || std::find(methods.begin(), methods.end(), req.method) == methods.end()) {
+    // Name the entity when the payload says it plainly (auth none, or
+    // cephx's key-based request); an authorizer's name is inside its ticket.
+    std::string who = "the peer";
+    if (auto p = proto::AuthNonePayload::decode(req.auth_payload);
+        p && known && (req.method == proto::kAuthMethodNone || p->is_mon()))
+      who = p->name.to_string();
+    const auto name = [](std::uint32_t m) {
+      return m == proto::kAuthMethodNone ? std::string("none")
+             : m == proto::kAuthMethodCephx ? std::string("cephx")
+                                            : fmt::format("method {}", m);
+    };
+    std::string allowed;
+    for (const std::uint32_t m : methods) allowed += (allowed.empty() ? "" : ", ") + name(m);
     return bad_method(req.method, kEOPNOTSUPP,
-                      fmt::format("auth method {} is not allowed from a {} peer", req.method,
-                                  proto::entity_type_name(peer_.type)));
+                      fmt::format("{} asked for auth {}, which is not allowed from a {} peer (allowed: {})", who,
+                                  name(req.method), proto::entity_type_name(peer_.type),
+                                  allowed.empty() ? std::string("nothing") : allowed));
+  }
   // The client's order wins (cephx.md §7): its first mode that we allow.
   // Auth none has no connection secret, so crc only.
   std::optional<std::uint32_t> mode;

@@ -347,7 +347,10 @@ Configuration flags may also come before the mode: siphon-bench -c my.conf loopb
 
 configuration (the compat Config, as Ceph programs read it):
   -c, --conf FILE        ceph.conf to read (default: $CEPH_CONF, else Ceph's search list)
-  --name TYPE.ID         entity whose sections are read (default client.admin)
+  -n, --name TYPE.ID     entity whose sections are read and (objd) who authenticates
+                         (default client.admin)
+  -k, --keyring FILE     keyring holding that entity's key (objd: cephx towards a
+                         siphon-objd that requires it; default Ceph's keyring list)
   --ms-type TYPE         async+posix (TCP) | async+rdma | async+<plugin>
   --set KEY=VALUE        any option of docs/configuration.md (also: --KEY VALUE)
 

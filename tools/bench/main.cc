@@ -106,7 +106,8 @@ int run(int argc, char** argv) {
   std::size_t at = 0;
   while (at < args.size()) {
     const std::string& x = args[at];
-    static const char* const kWithValue[] = {"-c", "--conf", "-n", "--name", "-i", "--id", "--cluster", "--set"};
+    static const char* const kWithValue[] = {"-c", "--conf", "-n", "--name", "-i", "--id", "--cluster", "--set",
+                                             "-k", "--keyring"};
     if (std::find(std::begin(kWithValue), std::end(kWithValue), x) != std::end(kWithValue)) {
       at += 2;
     } else if (x.rfind("--", 0) == 0 && x.find('=') != std::string::npos) {

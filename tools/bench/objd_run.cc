@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "compat/factory.h"
+#include "compat/keyring.h"
 #include "msgr/api/messenger.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
@@ -81,12 +82,25 @@ class Driver {
     auto registry = std::make_shared<MessageRegistry>();
     registry->add<MObjdReply>();
     try {
+      // Who we are and how we prove it: -n/--name, and cephx when
+      // auth_client_required lists it and a key is found (-k/--keyring).
+      // siphon-objd holds a keyring and no monitor, so cephx towards it is
+      // the key-based exchange (docs/security.md 5b), not an authorizer.
+      ClientAuth auth = compat::client_auth(*s_.cfg);
+      auth.key_based_everywhere =
+          std::find(auth.methods.begin(), auth.methods.end(), proto::kAuthMethodCephx) != auth.methods.end();
+      const auto auth_name = proto::EntityName::parse(s_.cfg->name().to_string());
+      if (s_.info)
+        s_.info(fmt::format("authenticating as {} with {}", s_.cfg->name().to_string(),
+                            auth.key_based_everywhere ? "cephx (" + auth.key_source + ")" : std::string("auth none")));
       for (unsigned i = 0; i < a_.conns; ++i) {
         Conn c;
         c.dispatcher = std::make_unique<ReplyDispatcher>(*this, i);
         // One messenger per connection, all on one stack (as bench client).
         c.msgr = Messenger::create(stack_, {entity_type::client, -1}, s_.options);
         c.msgr->set_policy(entity_type::osd, Policy::lossy_client());
+        if (auth_name) c.msgr->set_auth_name(*auth_name);
+        c.msgr->set_client_auth(auth);
         c.msgr->set_message_registry(registry);
         c.msgr->add_dispatcher_tail(c.dispatcher.get());
         c.msgr->start();
@@ -102,6 +116,10 @@ class Driver {
     while (ready_ < conns_.size()) {
       if (stop_requested()) {
         error = "interrupted while connecting";
+        return false;
+      }
+      if (!auth_error_.empty()) {
+        error = fmt::format("authentication with {} failed: {}", target.to_string(), auth_error_);
         return false;
       }
       if (cv_.wait_until(l, deadline) == std::cv_status::timeout && ready_ < conns_.size()) {
@@ -268,8 +286,17 @@ class Driver {
     ++ready_;
     cv_.notify_all();
   }
-  void on_reset() {
+  void on_reset(const ConnectionRef& con) {
+    const Connection::FaultInfo f = con->last_fault();
     std::lock_guard l(mu_);
+    // A refused authentication ends the run at once (the lossy session is
+    // gone, and retrying with the same key cannot help).
+    if (f.code == make_error_code(errc::auth_failed) || f.code == make_error_code(errc::auth_unsupported) ||
+        f.code == make_error_code(errc::bad_signature)) {
+      if (auth_error_.empty()) auth_error_ = f.reason;
+      cv_.notify_all();
+      return;
+    }
     note("a connection to siphon-objd was reset (unanswered requests count as errors)");
   }
 
@@ -339,6 +366,7 @@ class Driver {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::size_t ready_ = 0;
+  std::string auth_error_;  // why the peer refused us (or we it), first one
   std::uint64_t tid_ = 0;
   std::unordered_map<std::uint64_t, Pending> pending_;
   std::vector<Object>* objects_ = nullptr;
@@ -358,8 +386,8 @@ bool ReplyDispatcher::ms_dispatch(MessageRef m) {
   return true;
 }
 void ReplyDispatcher::ms_handle_connect(ConnectionRef) { d_.on_connect(); }
-bool ReplyDispatcher::ms_handle_reset(ConnectionRef) {
-  d_.on_reset();
+bool ReplyDispatcher::ms_handle_reset(ConnectionRef con) {
+  d_.on_reset(con);
   return true;
 }
 

@@ -3,7 +3,7 @@
 // cluster messenger on the stacks the configuration selects, and serves
 // put/get/stat/delete of objects until SIGINT or SIGTERM.
 //
-//   siphon-objd -c ceph.conf -i 0 [--addr-file FILE] [--<option> VALUE ...]
+//   siphon-objd -c ceph.conf -i 0 [-k KEYRING] [--addr-file FILE] [--<option> VALUE ...]
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +18,7 @@
 #include "compat/admin.h"
 #include "compat/config.h"
 #include "compat/factory.h"
+#include "compat/keyring.h"
 #include "compat/metrics.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -31,7 +32,7 @@ using namespace siphon;
 
 constexpr int kExitUsage = 2;
 
-constexpr const char* kUsage = R"(usage: siphon-objd [-c FILE] [-i ID | -n TYPE.ID] [--addr-file FILE] [--OPTION VALUE ...]
+constexpr const char* kUsage = R"(usage: siphon-objd [-c FILE] [-i ID | -n TYPE.ID] [-k KEYRING] [--addr-file FILE] [--OPTION VALUE ...]
 
 The reference object daemon: serves put/get/stat/delete of objects over the
 messenger stacks ceph.conf selects (ms_type, ms_public_type, ms_cluster_type).
@@ -39,6 +40,8 @@ messenger stacks ceph.conf selects (ms_type, ms_public_type, ms_cluster_type).
   -c, --conf FILE     ceph.conf to read (default: $CEPH_CONF, then Ceph's search list)
   -i, --id ID         the daemon's id (its name is osd.ID unless -n says otherwise)
   -n, --name T.ID     the full entity name
+  -k, --keyring FILE  the keyring of the entities allowed in (cephx; default: Ceph's
+                      keyring search list, /etc/ceph/$cluster.$name.keyring, ...)
   --addr-file FILE    write the bound public address there once listening
   --OPTION VALUE      any option (docs/configuration.md), e.g. --ms_type async+rdma
   -h, --help          this text;  --version  the version
@@ -47,6 +50,12 @@ Options it reads beyond the messenger's: public_addr, cluster_addr (unset:
 127.0.0.1 with a free port), objd_data_dir (empty: objects in memory),
 objd_max_object_size, objd_memory_limit, admin_socket (the socket the stock
 `ceph daemon` CLI talks to; empty: none). Stops cleanly on SIGINT or SIGTERM.
+
+Authentication (docs/security.md 5b): auth_service_required (clients) and
+auth_cluster_required (daemons), Ceph's default cephx; cephx admits the
+entities of the keyring with their keys, in the modes ms_service_mode /
+ms_cluster_mode allow. With no keyring found and the lists at their default,
+peers are let in without authentication (a warning says so).
 )";
 
 int usage_error(const std::string& msg) {
@@ -162,17 +171,27 @@ int run(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
 
   // The messengers: the stacks come from ms_public_type / ms_cluster_type
-  // (or ms_type); the typed options from the same Config.
+  // (or ms_type); the typed options from the same Config. Who is let in
+  // comes from auth_*_required, ms_*_mode and the keyring (one ServerAuth
+  // for both: the peer's type picks the service or the cluster lists).
   auto registry = std::make_shared<MessageRegistry>();
   registry->add<objd::MObjdOp>();
   std::unique_ptr<Messenger> public_msgr, cluster_msgr;
+  ServerAuth server_auth;
   try {
+    server_auth = compat::server_auth(cfg);
     public_msgr = compat::create_messenger(cfg, compat::Purpose::public_network);
     cluster_msgr = compat::create_messenger(cfg, compat::Purpose::cluster_network);
   } catch (const SetupError& e) {
     fmt::print(stderr, "siphon-objd: {}\n", e.what());
     return 1;
   }
+  if (auto name = proto::EntityName::parse(me)) {
+    public_msgr->set_auth_name(*name);
+    cluster_msgr->set_auth_name(*name);
+  }
+  public_msgr->set_server_auth(server_auth);
+  cluster_msgr->set_server_auth(server_auth);
   // Clients are served statelessly (a lost reply is the client's to retry);
   // other daemons on the cluster network are lossless peers.
   public_msgr->set_default_policy(Policy::stateless_server());
@@ -211,6 +230,7 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "siphon-objd {}: {} (continuing without an admin socket)\n", me, admin_error);
   }
   const auto types = cfg.ms_types();
+  fmt::print("siphon-objd {}: {}\n", me, compat::describe(server_auth));
   const std::string public_addr = public_msgr->get_myaddrs().to_string();
   fmt::print("siphon-objd {}: public {} ({}, {}), cluster {} ({}, {}), store: {}\n", me, public_addr,
              types.public_type.to_string(), cfg.ms_type_choice().origin(), cluster_msgr->get_myaddrs().to_string(),
@@ -240,6 +260,9 @@ int run(int argc, char** argv) {
   const auto& c = server.counters();
   fmt::print("siphon-objd {}: served {} put, {} get, {} stat, {} delete; {} error replies, {} messages dropped\n", me,
              c.puts.load(), c.gets.load(), c.stats.load(), c.deletes.load(), c.errors.load(), c.dropped.load());
+  // Each refusal was logged when it happened (subsystem session, level 1).
+  fmt::print("siphon-objd {}: refused {} authentication attempt(s)\n", me,
+             public_msgr->stats().auth_refused + cluster_msgr->stats().auth_refused);
   return code;
 }
 

@@ -17,6 +17,12 @@ namespace {
 constexpr const char* kAdmin = "AQAA8VNlAAAAABAAABEiM0RVZneImaq7zN3u/w==";
 constexpr const char* kOsd0 = "AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==";
 
+std::vector<std::uint8_t> secret_of(const char* base64) {
+  std::string why;
+  const auto k = auth::CryptoKey::from_base64(base64, why);
+  return k ? k->secret : std::vector<std::uint8_t>{};
+}
+
 struct KeyringFiles : ::testing::Test {
   std::filesystem::path dir;
   void SetUp() override {
@@ -131,6 +137,68 @@ TEST_F(KeyringFiles, AReadableKeyringIsWarnedAbout) {
   const std::string g = write("g", std::string("[client.admin]\nkey = ") + kAdmin + "\n", 0640);
   EXPECT_NE(find_key(load("[global]\nkeyring = " + g + "\n")).warnings.at(0).find("by its group"),
             std::string::npos);
+}
+
+// A daemon's accepting side from ceph.conf: the whole keyring found by the
+// client's search (here -k) is the set of entities allowed in; methods and
+// modes split by peer kind as Ceph's AuthRegistry splits them.
+TEST_F(KeyringFiles, ServerAuthFromTheKeyringAndTheOptions) {
+  const std::string p = write("k", std::string("[client.admin]\nkey = ") + kAdmin + "\n[client.bench]\nkey = " +
+                                       kOsd0 + "\n");
+  const ServerAuth a =
+      server_auth(load("[global]\nauth_service_required = cephx\nauth_cluster_required = cephx, none\n"
+                       "ms_service_mode = secure\nauth_mon_ticket_ttl = 600\n",
+                       "osd.0", {"-k", p}));
+  EXPECT_EQ(a.service_methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx}));
+  EXPECT_EQ(a.cluster_methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx, proto::kAuthMethodNone}));
+  EXPECT_EQ(a.service_modes, (std::vector<std::uint32_t>{proto::kConModeSecure}));
+  EXPECT_EQ(a.cluster_modes, (std::vector<std::uint32_t>{proto::kConModeCrc, proto::kConModeSecure}));  // default
+  ASSERT_EQ(a.keys.size(), 2u);
+  EXPECT_EQ(a.keys.at("client.admin"), secret_of(kAdmin));
+  EXPECT_EQ(a.keys.at("client.bench"), secret_of(kOsd0));
+  EXPECT_EQ(a.keyring_source, "keyring " + p);
+  EXPECT_EQ(a.ticket_ttl_sec, 600u);
+  EXPECT_EQ(describe(a), "auth from clients cephx (modes secure), from daemons cephx, none (modes crc secure); "
+                         "cephx keys of 2 entities from keyring " + p);
+  // A monitor's name takes the mon modes (defaults: secure crc).
+  const ServerAuth mon = server_auth(load("", "mon.a", {"-k", p}));
+  EXPECT_EQ(mon.service_modes, (std::vector<std::uint32_t>{proto::kConModeSecure, proto::kConModeCrc}));
+  EXPECT_EQ(mon.cluster_modes, (std::vector<std::uint32_t>{proto::kConModeSecure, proto::kConModeCrc}));
+  // Ceph's defaults with a keyring: cephx only, from everyone; 72 h.
+  EXPECT_EQ(mon.service_methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx}));
+  EXPECT_EQ(mon.cluster_methods, (std::vector<std::uint32_t>{proto::kAuthMethodCephx}));
+  EXPECT_EQ(mon.ticket_ttl_sec, 259200u);
+  EXPECT_EQ(server_auth(load("[global]\nauth_mon_ticket_ttl = 0\n", "osd.0", {"-k", p})).ticket_ttl_sec, 1u);
+  // key (or keyfile) is a keyring of one: the daemon's own entry.
+  const ServerAuth own = server_auth(load(std::string("[global]\nkey = ") + kAdmin + "\n", "osd.3"));
+  ASSERT_EQ(own.keys.size(), 1u);
+  EXPECT_EQ(own.keys.count("osd.3"), 1u);
+  EXPECT_EQ(own.keyring_source, "option key");
+}
+
+// No keyring: cephx is dropped as in Ceph. A list left empty is an error
+// when it was set (naming option, entity and the files searched), and auth
+// none with a warning at Ceph's default.
+TEST_F(KeyringFiles, ServerAuthWithoutAKeyring) {
+  const std::string missing = (dir / "none").string();
+  const ServerAuth dflt = server_auth(load("[global]\nkeyring = " + missing + "\n", "osd.0"));
+  EXPECT_EQ(dflt.service_methods, (std::vector<std::uint32_t>{proto::kAuthMethodNone}));
+  EXPECT_EQ(dflt.cluster_methods, (std::vector<std::uint32_t>{proto::kAuthMethodNone}));
+  EXPECT_TRUE(dflt.keys.empty());
+  const ServerAuth with_none =
+      server_auth(load("[global]\nkeyring = " + missing + "\nauth_service_required = cephx, none\n", "osd.0"));
+  EXPECT_EQ(with_none.service_methods, (std::vector<std::uint32_t>{proto::kAuthMethodNone}));
+  try {
+    server_auth(load("[global]\nkeyring = " + missing + "\nauth_service_required = cephx\n", "osd.0"));
+    FAIL() << "cephx required with no keyring must throw";
+  } catch (const SetupError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("auth_service_required = cephx"), std::string::npos) << what;
+    EXPECT_NE(what.find("osd.0 requires cephx of its peers, but no keyring was found (searched " + missing + ")"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("-k/--keyring"), std::string::npos) << what;
+  }
 }
 
 }  // namespace

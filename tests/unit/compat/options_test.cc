@@ -109,6 +109,7 @@ TEST(Schema, HasTheOptionsTheMessengerReadsWithCephsDefaults) {
       {"auth_cluster_required", OptionType::str, "cephx"},
       {"auth_service_required", OptionType::str, "cephx"},
       {"auth_client_required", OptionType::str, "cephx, none"},
+      {"auth_mon_ticket_ttl", OptionType::float64, "259200.000000"},
       {"fsid", OptionType::uuid, "00000000-0000-0000-0000-000000000000"},
       {"debug_ms", OptionType::str, "0/0"},
   };

@@ -12,6 +12,14 @@
 #                 dropped, objd keeps serving
 #   bad_input     configuration and command-line errors: clear message, exit
 #                 status, no crash; ms_cluster_type selects the cluster stack
+#   cephx_posix, cephx_rdma (soft fabric), cephx_verbs (rxe0, in the rxe guest)
+#                 objd-cephx.conf (cephx required, ms_service_mode secure) on
+#                 each stack: siphon-bench with the right key (-k, -n)
+#                 passes --verify and objd logs it as authenticated in secure
+#                 mode; no key, a wrong key, and an entity the keyring lacks
+#                 are refused: bench exits 1 naming the cause, objd logs the
+#                 reason and counts the refusals; cephx required without a
+#                 keyring stops objd with an error
 # Exit 0 pass, 1 fail.
 set -uo pipefail
 
@@ -151,6 +159,80 @@ case "$case_name" in
     start_objd split -c "$confdir/objd-posix.conf" -i 0 --ms_cluster_type async+rdma \
       --ms_async_rdma_device_name soft0
     expect_in "$tmp/split.out" "public v2:[^ ]+ \(async\+posix, ms_type from [^)]+\), cluster v2:[^ ]+ \(async\+rdma, ms_cluster_type from command line\)"
+    stop_objd TERM
+    ;;
+  cephx_posix | cephx_rdma | cephx_verbs)
+    stack=${case_name#cephx_}
+    extra=()
+    [ "$stack" = rdma ] && extra=(--ms_type async+rdma --ms_async_rdma_device_name soft0)
+    if [ "$stack" = verbs ]; then
+      # Inside the rxe guest (tests/rxe, rxe.objd_cephx): real verbs on rxe0.
+      [ "${SIPHON_RXE_GUEST:-}" = 1 ] || skip "cephx_verbs runs inside the rxe guest"
+      stack=rdma
+      addr_rxe=${SIPHON_RXE_ADDR:-192.0.2.1}
+      extra=(--ms_type async+rdma --ms_async_rdma_device_name "${SIPHON_RXE_DEV:-rxe0}"
+             --public_addr "v2:$addr_rxe:0" --cluster_addr "v2:$addr_rxe:0")
+    fi
+    # The daemon's keyring lists who may come in; the clients' hold their own key.
+    printf '[client.bench]\n\tkey = AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==\n[client.admin]\n\tkey = AQAA8VNlAAAAABAAABEiM0RVZneImaq7zN3u/w==\n' \
+      >"$tmp/objd.keyring"
+    printf '[client.bench]\n\tkey = AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==\n' >"$tmp/bench.keyring"
+    printf '[client.bench]\n\tkey = AQAA8VNlAAAAABAAABEiM0RVZneImaq7zN3u/w==\n' >"$tmp/wrong.keyring"
+    printf '[client.eve]\n\tkey = AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==\n' >"$tmp/eve.keyring"
+    chmod 600 "$tmp"/*.keyring
+    conf="$confdir/objd-cephx.conf"
+    start_objd objd -c "$conf" -i 0 -k "$tmp/objd.keyring" --debug_ms_session 5 "${extra[@]}"
+    expect_in "$tmp/objd.out" "siphon-objd osd\.0: auth from clients cephx \(modes secure\), from daemons cephx \(modes crc secure\); cephx keys of 2 entities from keyring $tmp/objd.keyring"
+    addr=$(cat "$tmp/addr")
+    # The right key: the whole workload, verified, in secure mode.
+    run_bench bench objd -c "$conf" -n client.bench -k "$tmp/bench.keyring" --target "$addr" --count 100 \
+      --size-dist 1K-128K --conns 2 --inflight 8 --verify --json "$tmp/result.json" "${extra[@]}"
+    [ "$status" -eq 0 ] || fail "siphon-bench objd with the right key exited with status $status"
+    expect_json "$tmp/result.json" "d['results']['verify'] == {'checked': 100, 'lost': 0, 'duplicated': 0, 'reordered': 0, 'corrupted': 0}"
+    expect_json "$tmp/result.json" "d['results']['errors'] == 0 and d['results']['messages'] == 400"
+    expect_json "$tmp/result.json" "d['ms_type'] == 'async+$stack'"
+    expect_in "$tmp/objd.out" "public v2:[^ ]+ \(async\+$stack, "
+    # On rxe0 the daemon listens on the guest's RoCE address.
+    [ -z "${addr_rxe:-}" ] || expect_in "$tmp/objd.out" "public v2:${addr_rxe//./\\.}:[0-9]+/"
+    expect_in "$tmp/bench.err" "authenticating as client\.bench with cephx \(keyring $tmp/bench\.keyring\)"
+    expect_in "$tmp/objd.err" "accepted client\.bench from [^ ]+ as global_id [0-9]+: auth cephx, secure mode"
+    expect_not_in "$tmp/objd.err" "auth none"
+    # No key at all: cephx is dropped on the client (no keyring), objd refuses auth none.
+    run_bench nokey objd -c "$conf" -n client.bench --keyring "$tmp/missing.keyring" --target "$addr" --count 5 \
+      --connect-timeout 20 "${extra[@]}"
+    [ "$status" -eq 1 ] || fail "no key: status $status, expected 1"
+    expect_in "$tmp/nokey.err" "authentication with [^ ]+ failed: peer rejected auth method none .*it allows methods \[cephx\] and modes \[secure\].*cephx needs a key for client\.bench: no keyring found at $tmp/missing\.keyring"
+    expect_in "$tmp/objd.err" "refused the authentication of a peer from [^ ]+: client\.bench asked for auth none, which is not allowed from a client peer \(allowed: cephx\)"
+    # A wrong key: the challenge fails on both sides.
+    run_bench wrong objd -c "$conf" -n client.bench -k "$tmp/wrong.keyring" --target "$addr" --count 5 \
+      --connect-timeout 20 "${extra[@]}"
+    [ "$status" -eq 1 ] || fail "wrong key: status $status, expected 1"
+    expect_in "$tmp/wrong.err" "failed: the osd refused the cephx key of client\.bench from keyring $tmp/wrong\.keyring \(EACCES\)"
+    expect_in "$tmp/objd.err" "refused the authentication of a peer from [^ ]+: client\.bench failed the cephx challenge: its key does not match the keyring \(keyring $tmp/objd\.keyring\)"
+    # An entity the daemon's keyring does not list.
+    run_bench eve objd -c "$conf" -n client.eve -k "$tmp/eve.keyring" --target "$addr" --count 5 \
+      --connect-timeout 20 "${extra[@]}"
+    [ "$status" -eq 1 ] || fail "unknown entity: status $status, expected 1"
+    expect_in "$tmp/eve.err" "refused the cephx key of client\.eve"
+    expect_in "$tmp/objd.err" "client\.eve is not in the keyring \(keyring $tmp/objd\.keyring\)"
+    # The daemon still serves the right key after the refusals (-n and -k
+    # before the mode, as configuration flags may come).
+    run_bench again -n client.bench -k "$tmp/bench.keyring" objd -c "$conf" --target "$addr" --count 10 --verify \
+      "${extra[@]}"
+    [ "$status" -eq 0 ] || fail "siphon-objd does not serve after refusals (bench status $status)"
+    stop_objd TERM
+    expect_in "$tmp/objd.out" "served 110 put, 110 get, 112 stat, 110 delete"
+    expect_in "$tmp/objd.out" "siphon-objd osd\.0: refused 3 authentication attempt\(s\)"
+    # cephx required and no keyring: the daemon does not start.
+    env -u CEPH_CONF -u CEPH_ARGS "$objd" -c "$conf" -i 0 --keyring "$tmp/missing.keyring" "${extra[@]}" \
+      >"$tmp/e1.out" 2>"$tmp/e1.err"
+    st=$?
+    [ "$st" -eq 1 ] || fail "cephx required without a keyring: status $st, expected 1"
+    expect_in "$tmp/e1.err" "auth_service_required = cephx \([^)]*objd-cephx\.conf[^)]*\): osd\.0 requires cephx of its peers, but no keyring was found \(searched $tmp/missing\.keyring\)"
+    # Left at Ceph's default (cephx) with no keyring: auth none, and a warning says so.
+    start_objd dflt -c "$confdir/objd-posix.conf" -i 0 --keyring "$tmp/missing.keyring" "${extra[@]}"
+    expect_in "$tmp/dflt.out" "auth from clients none \(modes crc secure\), from daemons none \(modes crc secure\)$"
+    expect_in "$tmp/dflt.err" "auth_service_required is at its default \(cephx\) but no keyring was found \(searched $tmp/missing\.keyring\): osd\.0 lets its peers in without authentication"
     stop_objd TERM
     ;;
   *) fail "unknown case" ;;
