@@ -66,7 +66,7 @@ class TcpConnection;
 
 class TcpWorker final : public Worker {
  public:
-  explicit TcpWorker(std::size_t index);
+  explicit TcpWorker(std::size_t index, std::chrono::microseconds busy_poll = {});
   ~TcpWorker() override;
   boost::asio::io_context& io() noexcept override { return io_; }
   std::size_t index() const noexcept override { return index_; }
@@ -77,6 +77,8 @@ class TcpWorker final : public Worker {
 
   // Setup, from the stack.
   void start_thread();
+  // The thread's loop: io_.run(), or with busy_poll_ the bounded spin.
+  void run_loop();
   void release_and_join();  // lets run() return once idle, then joins
 
   // Open connections of this worker (worker thread only).
@@ -96,6 +98,7 @@ class TcpWorker final : public Worker {
   boost::asio::io_context::executor_type exec_{io_.get_executor()};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
   std::size_t index_;
+  const std::chrono::microseconds busy_poll_;  // ms_tcp_busy_poll_us
   std::thread thread_;
   std::unordered_map<TcpConnection*, std::shared_ptr<TcpConnection>> conns_;
   std::atomic<std::size_t> load_{0};
