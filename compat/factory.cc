@@ -109,6 +109,7 @@ transport::TcpOptions tcp_options(const Config& c) {
   t.max_accept_failures = narrow<int>(static_cast<std::uint64_t>(std::max<std::int64_t>(1, c.get<Opt::ms_max_accept_failures>())));
   t.tcp_keepalive = c.get<Opt::ms_tcp_keepalive>();
   t.tcp_read_chunk = c.get<Opt::ms_tcp_read_chunk>();
+  t.busy_poll = std::chrono::microseconds(c.get<Opt::ms_tcp_busy_poll_us>());
   return t;
 }
 

@@ -19,7 +19,10 @@
 // worker (owner()). The owner changes only when an accepted connection hands
 // its socket to an existing session on another worker; work that lands on
 // the old worker is re-posted to the new one. send_message() from any thread
-// appends to `inbox_` under `inbox_mtx_` and posts one drain per batch.
+// appends to `inbox_` under `inbox_mtx_` and posts one drain per batch; on
+// the owning worker itself, with nothing waiting before it and the session
+// READY, it drains at once (no post: an echo from ms_fast_dispatch goes out
+// before the worker returns to its event loop).
 #pragma once
 
 #include <atomic>
@@ -141,6 +144,8 @@ class ConnectionImpl final : public Connection {
 
   // --- READY data path (connection_io.cc) ---
   void drain_inbox();
+  // send_message() on the owning worker may drain at once (see above).
+  bool can_drain_inline() const noexcept;
   void flush();
   std::size_t transport_high_water() const;
   void send_frame(proto::Frame&& f);
@@ -184,6 +189,7 @@ class ConnectionImpl final : public Connection {
 
   // --- worker state ---
   State state_ = State::idle;
+  bool flushing_ = false;  // inside flush(): a send_message() from there is posted
   Policy policy_;
   EntityAddrVec target_addrs_;   // what we dial (outgoing, or the peer's address once known)
   AddrKey key_;                  // our entry in the session table

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <utility>
 
 #include "msgr/api/connection_impl.h"
 #include "msgr/api/message_access.h"
@@ -69,10 +70,25 @@ std::error_code ConnectionImpl::send_message(MessageRef m) {
     if (!drain_posted_) post = drain_posted_ = true;
   }
   if (post) {
+    // Issue 20: on the owning worker (a reply from ms_fast_dispatch, a
+    // closed loop refilling its window) the message goes to the transport
+    // now instead of one event-loop turn later; nothing is queued ahead of
+    // it (the inbox was empty and no drain was pending), so order holds.
+    if (in_owner() && can_drain_inline()) {
+      drain_inbox();
+      return {};
+    }
     ConnectionImplRef self(this);
     owner().post([self] { self->on_owner([self] { self->drain_inbox(); }); });
   }
   return {};
+}
+
+bool ConnectionImpl::can_drain_inline() const noexcept {
+  // READY only: in other states a drain may dial (connect_attempt), which
+  // must not run inside the caller's dispatcher callback. Never from inside
+  // flush() itself (an encode_payload() that sends).
+  return state_ == State::ready && conn_ && !flushing_;
 }
 
 void ConnectionImpl::send_keepalive() {
@@ -151,6 +167,11 @@ std::size_t ConnectionImpl::transport_high_water() const {
 void ConnectionImpl::flush() {
   SIPHON_ASSERT_ON_WORKER(owner());
   if (state_ != State::ready || !conn_) return;
+  struct Flushing {
+    bool& f;
+    const bool was = std::exchange(f, true);
+    ~Flushing() { f = was; }
+  } flushing{flushing_};
   transport::WorkerPerf& wp = owner().perf();
   // Encoding messages into frames and handing them to the transport.
   const transport::WorkerPerf::Section timed(wp, transport::l_msgr_running_send_time);

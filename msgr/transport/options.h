@@ -73,6 +73,11 @@ struct TcpOptions {
   // buffers reads go into when no larger frame is pending (Ceph's nearest is
   // ms_tcp_prefetch_max_size, default 4 KiB).
   std::size_t tcp_read_chunk = 64u << 10;
+  // ms_tcp_busy_poll_us (Siphon extension, default 0 = off): after a worker
+  // ran a handler it keeps polling its event loop (epoll_wait with timeout 0)
+  // for this long before it sleeps, so a message arriving meanwhile costs no
+  // wake-up. Spends up to one CPU per worker while traffic flows.
+  std::chrono::microseconds busy_poll{0};
   // ms_bind_port_min / ms_bind_port_max (Ceph, default 6800 / 7568; Pacific
   // used 7300 as the maximum): listen() on port 0 takes the first free port
   // of this range.

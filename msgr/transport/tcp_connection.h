@@ -8,11 +8,13 @@
 //
 // In `banner`, both sides send their banner at once and read the peer's
 // 10-byte prefix, then its payload. In `established`, frames flow: send()
-// encodes into the send queue, one gathered async_write takes everything
-// queued; reads go into refcounted segments fed to the FrameDecoder, whose
+// encodes into the send queue, one gathered sendmsg() takes everything
+// queued (waiting for the socket only when it is full); reads go into refcounted segments fed to the FrameDecoder, whose
 // frames are delivered until pause_receive(true). Frames sent before
 // `established` wait unencoded (the revision is not known yet).
 #pragma once
+
+#include <sys/uio.h>
 
 #include <atomic>
 #include <mutex>
@@ -64,7 +66,7 @@ class TcpConnection;
 
 class TcpWorker final : public Worker {
  public:
-  explicit TcpWorker(std::size_t index);
+  explicit TcpWorker(std::size_t index, std::chrono::microseconds busy_poll = {});
   ~TcpWorker() override;
   boost::asio::io_context& io() noexcept override { return io_; }
   std::size_t index() const noexcept override { return index_; }
@@ -75,6 +77,8 @@ class TcpWorker final : public Worker {
 
   // Setup, from the stack.
   void start_thread();
+  // The thread's loop: io_.run(), or with busy_poll_ the bounded spin.
+  void run_loop();
   void release_and_join();  // lets run() return once idle, then joins
 
   // Open connections of this worker (worker thread only).
@@ -94,6 +98,7 @@ class TcpWorker final : public Worker {
   boost::asio::io_context::executor_type exec_{io_.get_executor()};
   std::optional<boost::asio::executor_work_guard<boost::asio::io_context::executor_type>> guard_;
   std::size_t index_;
+  const std::chrono::microseconds busy_poll_;  // ms_tcp_busy_poll_us
   std::thread thread_;
   std::unordered_map<TcpConnection*, std::shared_ptr<TcpConnection>> conns_;
   std::atomic<std::size_t> load_{0};
@@ -163,8 +168,19 @@ class TcpConnection final : public Connection {
   // Data path (tcp_connection_datapath.cc).
   void enqueue(BufferList&& wire);
   void schedule_flush();
+  void write_from_send();
   void start_write();
-  void on_write(const boost::system::error_code& ec, std::size_t n);
+  void begin_batch();  // the queue becomes the batch being written
+  // Writes what is left of the batch until it is done or the socket is
+  // full (then waits for it to drain); never calls the handler.
+  void write_batch();
+  void on_socket_writable(const boost::system::error_code& ec);
+  void on_write_error(const boost::system::error_code& ec);
+  // The batch is written: drops it, starts the next, may call on_writable().
+  void on_write_done();
+  // Calls on_writable() once the queue is back to the low-water mark after
+  // a send() crossed the high-water mark (event loop only).
+  void maybe_writable();
   // Shared by every read completion: false when the read is stale (the
   // connection left `expected`), failed, or picked for an injected failure.
   bool read_completed(State expected, const boost::system::error_code& ec, std::size_t n,
@@ -206,11 +222,14 @@ class TcpConnection final : public Connection {
   // Send side.
   std::vector<BufferList> tx_queue_;      // encoded, waiting for the next batch
   std::vector<BufferList> tx_inflight_;   // the batch being written
-  std::vector<boost::asio::const_buffer> iov_;
+  std::vector<iovec> iov_;                // the batch's pieces
+  std::size_t iov_pos_ = 0;               // first piece not completely written
+  std::size_t batch_written_ = 0;         // bytes of the batch written so far
   std::size_t queued_bytes_ = 0;          // tx_queue_ + tx_inflight_
   std::size_t inflight_bytes_ = 0;
   bool writing_ = false;
   bool flush_scheduled_ = false;
+  bool in_send_ = false;                  // write_from_send() is running
   bool backpressure_ = false;
 };
 

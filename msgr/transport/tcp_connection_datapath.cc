@@ -6,11 +6,14 @@
 // crcs) and one receive segment per `tcp_read_chunk` bytes (or per large
 // frame); the queues and the iovec array keep their capacity. No locks; logs
 // only at trace level, except on faults.
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <span>
 
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -42,8 +45,13 @@ std::error_code TcpConnection::send(proto::Frame&& frame) {
       boost::asio::post(worker_->io(), [self = self(), why] { self->fault(errc::resource_exhausted, why); });
       return errc::resource_exhausted;
     }
+    const bool idle = !writing_ && !flush_scheduled_ && tx_queue_.empty();
     enqueue(std::move(wire));
-    schedule_flush();
+    if (idle) {
+      write_from_send();
+    } else {
+      schedule_flush();
+    }
   } else {
     // The revision is decided by the banners: encode once it is known. rev0
     // is the longer encoding, so the estimate never under-reports.
@@ -56,6 +64,31 @@ std::error_code TcpConnection::send(proto::Frame&& frame) {
 void TcpConnection::enqueue(BufferList&& wire) {
   queued_bytes_ += wire.length();
   tx_queue_.push_back(std::move(wire));
+}
+
+// Issue 20: the first frame sent on an idle connection is written at once,
+// from inside send(), so a reply leaves before the worker goes back to its
+// event loop. The flush posted right after it makes every later send() of
+// the same handler queue behind it and go out in one gathered write, as
+// before. Nothing here calls the handler (docs/transport.md §1): a failure,
+// injected or real, is faulted from the event loop, and a write the socket
+// does not take completely finishes there too.
+void TcpConnection::write_from_send() {
+  if (injector_.socket_failure()) {
+    boost::asio::post(worker_->io(), [self = self()] { self->fault(errc::injected_fault, kInjectedFailure); });
+    flush_scheduled_ = true;  // sends until then only queue (the fault drops them)
+    return;
+  }
+  in_send_ = true;
+  begin_batch();
+  write_batch();
+  in_send_ = false;
+  flush_scheduled_ = true;
+  boost::asio::post(worker_->io(), [self = self()] {
+    self->flush_scheduled_ = false;
+    self->start_write();
+    if (!self->writing_) self->maybe_writable();
+  });
 }
 
 // Writes are deferred to the end of the current handler so that every frame
@@ -73,13 +106,20 @@ void TcpConnection::start_write() {
   if (writing_ || tx_queue_.empty()) return;
   if (state_ != State::banner && state_ != State::established) return;
   if (injector_.socket_failure()) return fault(errc::injected_fault, kInjectedFailure);
+  begin_batch();
+  write_batch();
+}
+
+void TcpConnection::begin_batch() {
   tx_inflight_.swap(tx_queue_);  // tx_inflight_ was empty: capacities swap, nothing allocates
   iov_.clear();
+  iov_pos_ = 0;
+  batch_written_ = 0;
   std::size_t bytes = 0;
   for (const BufferList& wire : tx_inflight_) {
     for (const BufferPtr& p : wire.ptrs()) {
       if (p.length() == 0) continue;
-      iov_.emplace_back(p.data(), p.length());
+      iov_.push_back(iovec{const_cast<std::byte*>(p.data()), p.length()});
       bytes += p.length();
     }
   }
@@ -88,23 +128,80 @@ void TcpConnection::start_write() {
   ++stats_.write_batches;
   SIPHON_TRACE(transport, "tcp conn {}: writing {} frames, {} bytes in {} pieces", serial_,
                tx_inflight_.size(), bytes, iov_.size());
-  // A span, not the vector: the write operation copies the sequence it is given.
-  boost::asio::async_write(
-      socket_, std::span<const boost::asio::const_buffer>(iov_),
-      [self = self()](const boost::system::error_code& ec, std::size_t n) { self->on_write(ec, n); });
 }
 
-void TcpConnection::on_write(const boost::system::error_code& ec, std::size_t n) {
+// One sendmsg() for the whole batch (up to IOV_MAX pieces), repeated while
+// the socket takes bytes. Not boost::asio::async_write: its completion
+// condition caps every write at 64 KiB and posts a handler per piece, so a
+// 4 MiB frame cost 64 sendmsg() calls, 64 epoll_wait() calls and 64 handler
+// runs (docs/performance.md, "Issue 20"). The socket is waited for only when
+// it is full; a batch the socket takes at once completes here, without a
+// posted completion.
+void TcpConnection::write_batch() {
+  const int fd = socket_.native_handle();
+  while (iov_pos_ < iov_.size()) {
+    msghdr msg{};
+    msg.msg_iov = iov_.data() + iov_pos_;
+    msg.msg_iovlen = std::min<std::size_t>(iov_.size() - iov_pos_, IOV_MAX);
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        socket_.async_wait(tcp::socket::wait_write, [self = self()](const boost::system::error_code& ec) {
+          self->on_socket_writable(ec);
+        });
+        return;
+      }
+      const boost::system::error_code ec(errno, boost::system::system_category());
+      if (in_send_) {
+        // Inside send(): the fault comes from the event loop.
+        boost::asio::post(worker_->io(), [self = self(), ec] { self->on_write_error(ec); });
+        return;
+      }
+      return on_write_error(ec);
+    }
+    // Skip the pieces written completely, trim the one written in part.
+    std::size_t left = static_cast<std::size_t>(n);
+    batch_written_ += left;
+    while (left > 0 && left >= iov_[iov_pos_].iov_len) left -= iov_[iov_pos_++].iov_len;
+    if (left > 0) {
+      iov_[iov_pos_].iov_base = static_cast<std::byte*>(iov_[iov_pos_].iov_base) + left;
+      iov_[iov_pos_].iov_len -= left;
+    }
+  }
+  on_write_done();
+}
+
+void TcpConnection::on_socket_writable(const boost::system::error_code& ec) {
+  if (state_ == State::closed) {
+    writing_ = false;
+    tx_inflight_.clear();
+    return;
+  }
+  if (ec) return on_write_error(ec);
+  write_batch();
+}
+
+void TcpConnection::on_write_error(const boost::system::error_code& ec) {
+  writing_ = false;
+  tx_inflight_.clear();
+  io_fault(ec, "write");
+}
+
+void TcpConnection::on_write_done() {
   writing_ = false;
   tx_inflight_.clear();  // drops our references to the written frames
-  if (state_ == State::closed) return;
-  if (ec) return io_fault(ec, "write");
   const WorkerPerf::Section timed(worker_->perf(), l_msgr_running_send_time);
-  stats_.bytes_sent += n;
-  worker_->perf().inc(l_msgr_send_bytes, n);
+  stats_.bytes_sent += batch_written_;
+  worker_->perf().inc(l_msgr_send_bytes, batch_written_);
   queued_bytes_ -= inflight_bytes_;
   inflight_bytes_ = 0;
+  if (in_send_) return;  // inside send(): no callback (the posted flush checks)
   start_write();  // whatever was queued while this batch was in flight
+  maybe_writable();
+}
+
+void TcpConnection::maybe_writable() {
   if (state_ != State::closed && backpressure_ &&
       queued_bytes() <= shared_->opts.common.send_queue_low_water) {
     backpressure_ = false;

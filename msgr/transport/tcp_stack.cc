@@ -47,8 +47,8 @@ tcp::endpoint to_endpoint(const NetAddress& a) {
 // ---------------------------------------------------------------------------
 // TcpWorker
 
-TcpWorker::TcpWorker(std::size_t index)
-    : guard_(boost::asio::make_work_guard(io_)), index_(index) {}
+TcpWorker::TcpWorker(std::size_t index, std::chrono::microseconds busy_poll)
+    : guard_(boost::asio::make_work_guard(io_)), index_(index), busy_poll_(busy_poll) {}
 
 TcpWorker::~TcpWorker() {
   if (!thread_.joinable()) return;
@@ -68,7 +68,7 @@ void TcpWorker::start_thread() {
     ::pthread_setname_np(::pthread_self(), name.c_str());
     for (;;) {
       try {
-        io_.run();
+        run_loop();
         return;
       } catch (const std::exception& e) {
         // A callback threw. The worker keeps serving its other connections.
@@ -78,6 +78,30 @@ void TcpWorker::start_thread() {
       }
     }
   });
+}
+
+// ms_tcp_busy_poll_us: after each handler, keep polling (epoll_wait with a
+// zero timeout, then whatever became ready) until busy_poll_ passes with
+// nothing to do, then sleep in run_one() as io_.run() would. Ends as run()
+// does: when the io_context is stopped or runs out of work.
+void TcpWorker::run_loop() {
+  if (busy_poll_.count() <= 0) {
+    io_.run();
+    return;
+  }
+  using Clock = std::chrono::steady_clock;
+  while (io_.run_one() > 0) {
+    auto until = Clock::now() + busy_poll_;
+    while (!io_.stopped()) {
+      const auto now = Clock::now();
+      if (io_.poll() > 0) {
+        until = Clock::now() + busy_poll_;
+      } else if (now >= until) {
+        break;
+      }
+    }
+    if (io_.stopped()) return;
+  }
 }
 
 void TcpWorker::release_and_join() {
@@ -227,12 +251,14 @@ TcpStack::TcpStack(TcpOptions opts) {
                      "make ms_send_queue_low_water <= ms_send_queue_high_water");
   if (opts.tcp_read_chunk == 0)
     throw SetupError(errc::config_error, "ms_tcp_read_chunk is 0", "set it to 4096 or more");
+  if (opts.busy_poll.count() < 0)
+    throw SetupError(errc::config_error, "ms_tcp_busy_poll_us is negative", "set it to 0 (off) or more");
   std::uint64_t seed = opts.common.inject.seed;
   if (seed == 0) seed = (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
   const std::size_t n = opts.common.async_op_threads;
   shared_ = std::make_shared<TcpShared>(std::move(opts), seed);
   workers_.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) workers_.push_back(std::make_shared<TcpWorker>(i));
+  for (std::size_t i = 0; i < n; ++i) workers_.push_back(std::make_shared<TcpWorker>(i, shared_->opts.busy_poll));
 }
 
 TcpStack::~TcpStack() {

@@ -88,7 +88,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
       "[global]\n ms tcp keepalive = false\n ms tcp read chunk = 16K\n ms send queue high water = 8M\n"
       " ms send queue low water = 2M\n ms inject seed = 42\n ms keepalive interval = 2.5\n"
       " ms msgr2 rev1 = false\n ms bind prefer ipv4 = true\n ms bind before connect = true\n"
-      " ms max accept failures = 9\n"
+      " ms max accept failures = 9\n ms tcp busy poll us = 50\n"
       " ms async rdma send queue depth = 64\n ms async rdma cq depth = 5000\n ms async rdma rnr retry = 7\n"
       " ms async rdma retry count = 3\n ms async rdma timeout = 18\n ms async rdma cm timeout = 750\n"
       " ms async rdma max connections = 77\n ms async rdma inline threshold = 0\n");
@@ -99,6 +99,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
   EXPECT_TRUE(t.bind_prefer_ipv4);
   EXPECT_TRUE(t.bind_before_connect);
   EXPECT_EQ(t.max_accept_failures, 9);
+  EXPECT_EQ(t.busy_poll, std::chrono::microseconds(50));
   EXPECT_EQ(m.ms_keepalive_interval, std::chrono::milliseconds(2500));
   EXPECT_FALSE(m.ms_msgr2_rev1);
   const rdma::RdmaOptions r = rdma_options(c);
@@ -125,6 +126,7 @@ TEST(Factory, ExtensionOptionsReachTheStacks) {
   EXPECT_EQ(dt.bind_prefer_ipv4, code_t.bind_prefer_ipv4);
   EXPECT_EQ(dt.bind_before_connect, code_t.bind_before_connect);
   EXPECT_EQ(dt.max_accept_failures, code_t.max_accept_failures);
+  EXPECT_EQ(dt.busy_poll, code_t.busy_poll);
   EXPECT_EQ(dt.common.send_queue_high_water, code_t.common.send_queue_high_water);
   EXPECT_EQ(dt.common.send_queue_low_water, code_t.common.send_queue_low_water);
   EXPECT_EQ(dt.common.inject.seed, code_t.common.inject.seed);

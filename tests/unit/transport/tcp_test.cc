@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <random>
+#include <thread>
 
 #include "msgr/base/crc32c.h"
 #include "msgr/base/log.h"
@@ -310,11 +311,16 @@ TEST_F(TcpTest, TenThousandMixedFramesInOrderAndIntact) {
   EXPECT_EQ(run_on(cconn->worker(), [&] { return cconn->queued_bytes(); }), 0u);
 }
 
-TEST_F(TcpTest, AllFramesQueuedInOneHandlerGoOutInOneWrite) {
+// The first frame on an idle connection is written inside send() (issue 20,
+// tcp_write_test.cc); the 99 after it queue and go out in one gathered write.
+TEST_F(TcpTest, AllFramesQueuedInOneHandlerGoOutInTwoWrites) {
   const auto addr = listen();
   ASSERT_TRUE(addr);
   Pair p = connect_pair(*addr);
   ASSERT_TRUE(p.client.rec->wait_established());
+  // The banner's write is done: the connection is idle.
+  for (int i = 0; i < 15000 && run_on(p.client.conn->worker(), [&] { return p.client.conn->queued_bytes(); }) != 0; ++i)
+    std::this_thread::sleep_for(1ms);
   const auto before = run_on(p.client.conn->worker(), [&] { return tcp(p.client.conn)->stats(); });
   run_on(p.client.conn->worker(), [&] {
     for (int i = 0; i < 100; ++i)
@@ -322,7 +328,7 @@ TEST_F(TcpTest, AllFramesQueuedInOneHandlerGoOutInOneWrite) {
   });
   ASSERT_TRUE(p.server.rec->wait_frames(100));
   const auto after = run_on(p.client.conn->worker(), [&] { return tcp(p.client.conn)->stats(); });
-  EXPECT_EQ(after.write_batches - before.write_batches, 1u);
+  EXPECT_EQ(after.write_batches - before.write_batches, 2u);
   const auto frames = p.server.rec->take_frames();
   for (int i = 0; i < 100; ++i) EXPECT_EQ(frames[i].segments[0].to_string(), std::to_string(i));
 }
