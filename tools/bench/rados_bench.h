@@ -60,6 +60,8 @@ struct Options {
   std::string run_name;                       // metadata object ("" = benchmark_last_metadata)
   bool hints = true;                          // false with --no-hints
   bool verify = true;                         // false with --no-verify
+  bool json = false;                          // --format json: rados bench's JSON document
+  bool show_time = false;                     // --show-time: local time before each text line
   std::string hostname;                       // "" = gethostname()
   int pid = 0;                                // 0 = getpid()
 };
@@ -100,10 +102,12 @@ struct Result {
   CpuTimes cpu;                   // this process over the run
 };
 
-// Runs one bench; progress and rados bench's summary go to `out`.
-Result run(ObjectIO& io, const Options& opt, std::ostream& out);
-// Siphon's additions after the summary: percentiles and CPU per op.
-void print_extras(const Result& r, std::ostream& out);
+// Runs one bench. Progress, rados bench's summary and Siphon's additions
+// (latency percentiles, CPU per op) go to `out`, as text or (opt.json) one
+// JSON document; what rados bench writes to standard error ("X is not
+// correct!") and, with JSON, the lines outside the document go to `err`.
+Result run(ObjectIO& io, const Options& opt, std::ostream& out, std::ostream& err);
+inline Result run(ObjectIO& io, const Options& opt, std::ostream& out) { return run(io, opt, out, out); }
 // The result as one JSON object (siphon-bench --json).
 std::string to_json(const Result& r);
 

@@ -34,7 +34,10 @@ USAGE
   --run-name NAME      the metadata object (default benchmark_last_metadata)
   --no-hints           write: no SETALLOCHINT before each write
   --no-verify          seq/rand: do not check the bytes read back
-  --json FILE          the result as JSON ('-': stdout, the table then goes to stderr)
+  --format json        rados bench's JSON on stdout instead of the table (rados bench's keys,
+                       then latency_p50..p99.99 and cpu_us_per_op); lines outside it go to stderr
+  --show-time          the local time before each line, as rados bench --show-time
+  --json FILE          Siphon's result document ('-': stdout, the table then goes to stderr)
   --osd-op-timeout SEC fail an op an OSD has not answered after SEC s (default 30; 0 = never)
   --connect-timeout SEC  give up reaching the monitors after SEC s (default 30)
   -c CONF, -m ADDR, -k KEYRING, -n TYPE.ID, --id ID, --<ceph option> VALUE    as for rados
@@ -138,6 +141,10 @@ int run_rados(const std::vector<std::string>& a) {
       opt.run_name = v;
     } else if (take({"--json"})) {
       json = v;
+    } else if (take({"--format", "-f"})) {
+      if (v != "json" && v != "plain")
+        return usage_error(fmt::format("--format: '{}' is not supported (json, or plain for the table)", v));
+      opt.json = v == "json";
     } else if (take({"--osd-op-timeout", "--rados-osd-op-timeout"})) {
       const auto s = rados_tool::parse_seconds(v, true);
       if (!s) return usage_error(fmt::format("--osd-op-timeout: '{}' is not a non-negative number of seconds", v));
@@ -156,6 +163,8 @@ int run_rados(const std::vector<std::string>& a) {
       opt.verify = false;
     } else if (w == "--verify") {
       opt.verify = true;
+    } else if (w == "--show-time") {
+      opt.show_time = true;
     } else if (config.take(a, i, error)) {
       continue;
     } else if (!error.empty()) {
@@ -180,6 +189,8 @@ int run_rados(const std::vector<std::string>& a) {
   } else {
     return usage_error("expected SECONDS write|seq|rand, or cleanup");
   }
+  if (opt.json && json == "-")
+    return usage_error("--format json and --json - both write to stdout: give --json a file");
   if (opt.object_size && opt.object_size < opt.op_size)
     return usage_error("-O: the object size must be at least the op size (-b)");
 
@@ -201,8 +212,7 @@ int run_rados(const std::vector<std::string>& a) {
   }
   RadosIO io(cluster.objecter(), pool_id);
   std::ostream& out = json == "-" ? std::cerr : std::cout;
-  const rados::Result r = rados::run(io, opt, out);
-  rados::print_extras(r, out);
+  const rados::Result r = rados::run(io, opt, out, std::cerr);
   out.flush();
   cluster.shutdown();
   if (!json.empty()) {
