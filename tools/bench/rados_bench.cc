@@ -477,6 +477,9 @@ Result run_bench(ObjectIO& io, const Options& o, Printer& out) {
 std::string to_json(const Result& r) {
   static constexpr const char* kModes[] = {"write", "seq", "rand", "cleanup"};
   const auto& h = r.latency_ns;
+  std::string counters;
+  for (const auto& [name, value] : r.client_counters)
+    counters += fmt::format("{}\"{}\":{}", counters.empty() ? "" : ",", name, value);
   const double per_op = r.ops ? static_cast<double>(r.cpu.total_ns()) / 1e3 / static_cast<double>(r.ops) : 0;
   return fmt::format(
       "{{\"mode\":\"{}\",\"error\":{},\"seconds\":{},\"ops\":{},\"op_size\":{},\"object_size\":{},"
@@ -484,7 +487,8 @@ std::string to_json(const Result& r) {
       "\"iops\":{},\"iops_stddev\":{},\"iops_max\":{},\"iops_min\":{},"
       "\"latency_s\":{{\"avg\":{},\"stddev\":{},\"min\":{},\"max\":{},\"p50\":{},\"p90\":{},\"p99\":{},"
       "\"p99.9\":{},\"p99.99\":{}}},"
-      "\"cpu\":{{\"user_s\":{},\"system_s\":{},\"us_per_op\":{}}},\"verify_failures\":{},\"removed\":{}}}",
+      "\"cpu\":{{\"user_s\":{},\"system_s\":{},\"us_per_op\":{}}},\"verify_failures\":{},\"removed\":{},"
+      "\"client\":{{{}}}}}",
       kModes[static_cast<int>(r.mode)], r.error, r.seconds, r.ops, r.op_size, r.object_size, r.bandwidth_mib,
       r.bandwidth_stddev, r.bandwidth_max, r.bandwidth_min, r.iops_average, r.iops_stddev, r.iops_max, r.iops_min,
       h.count() ? h.mean() / 1e9 : 0.0, r.latency_stddev_s, static_cast<double>(h.min()) / 1e9,
@@ -492,7 +496,7 @@ std::string to_json(const Result& r) {
       static_cast<double>(h.percentile(90)) / 1e9, static_cast<double>(h.percentile(99)) / 1e9,
       static_cast<double>(h.percentile(99.9)) / 1e9, static_cast<double>(h.percentile(99.99)) / 1e9,
       static_cast<double>(r.cpu.user_ns) / 1e9, static_cast<double>(r.cpu.system_ns) / 1e9, per_op,
-      r.verify_failures, r.removed);
+      r.verify_failures, r.removed, counters);
 }
 
 }  // namespace siphon::bench::rados

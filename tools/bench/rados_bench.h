@@ -20,6 +20,8 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "tools/bench/cpu.h"
 #include "tools/bench/histogram.h"
@@ -99,7 +101,10 @@ struct Result {
   double latency_stddev_s = 0;
   std::uint64_t verify_failures = 0;
   std::uint64_t removed = 0;      // objects deleted by cleanup
-  CpuTimes cpu;                   // this process over the run
+  CpuTimes cpu;                   // this process over the run (a write run's write phase)
+  // The client's own counters (the OSD client's sends, resends, session
+  // resets...), set by the caller; in to_json() as "client".
+  std::vector<std::pair<std::string, std::uint64_t>> client_counters;
 };
 
 // Runs one bench. Progress, rados bench's summary and Siphon's additions

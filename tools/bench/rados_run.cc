@@ -212,8 +212,20 @@ int run_rados(const std::vector<std::string>& a) {
   }
   RadosIO io(cluster.objecter(), pool_id);
   std::ostream& out = json == "-" ? std::cerr : std::cout;
-  const rados::Result r = rados::run(io, opt, out, std::cerr);
+  rados::Result r = rados::run(io, opt, out, std::cerr);
   out.flush();
+  // What the OSD client did underneath: resends and session resets show
+  // that ops survived an OSD going away (stderr, so the table stays rados bench's).
+  const siphon::rados::ObjecterStats st = cluster.objecter().stats();
+  r.client_counters = {{"ops_sent", st.ops_sent},         {"resends", st.resends},
+                       {"session_resets", st.session_resets}, {"map_epochs", st.map_epochs},
+                       {"backoffs", st.backoffs},         {"timeouts", st.timeouts},
+                       {"decode_errors", st.decode_errors}};
+  if (st.resends || st.session_resets || st.backoffs || st.timeouts || st.decode_errors)
+    fmt::print(stderr,
+               "siphon-bench rados: osd client: {} ops sent, {} resent, {} OSD session resets, {} backoffs, "
+               "{} timed out, {} map epochs\n",
+               st.ops_sent, st.resends, st.session_resets, st.backoffs, st.timeouts, st.map_epochs);
   cluster.shutdown();
   if (!json.empty()) {
     const std::string doc = rados::to_json(r) + "\n";
