@@ -323,14 +323,16 @@ std::string object_name(std::string_view prefix, std::uint64_t index) {
   return fmt::format("{}_object{}", prefix, index);
 }
 
-void stamp_op(std::uint64_t index, std::string& buf) {
+void stamp_op(std::uint64_t index, char* buf, std::size_t size) {
   // rados bench: snprintf(buf, op_size, "I'm the %16dth op!", index).
   const std::string head = fmt::format("I'm the {:16}th op!", static_cast<int>(index));
-  if (buf.empty()) return;
-  const std::size_t n = std::min(head.size(), buf.size() - 1);
-  std::memcpy(buf.data(), head.data(), n);
+  if (size == 0) return;
+  const std::size_t n = std::min(head.size(), size - 1);
+  std::memcpy(buf, head.data(), n);
   buf[n] = '\0';
 }
+
+void stamp_op(std::uint64_t index, std::string& buf) { stamp_op(index, buf.data(), buf.size()); }
 
 std::string op_data(std::uint64_t index, std::uint64_t size) {
   std::string d(size, 'z');
@@ -380,12 +382,22 @@ Result run_bench(ObjectIO& io, const Options& o, Printer& out) {
     const auto stop = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
     Progress p(out, o.op_size, start);
     const unsigned slots = std::max(o.concurrency, 1u);
-    std::vector<std::string> buffers(slots, op_data(0, o.op_size));
+    // One buffer per slot, handed to the client by reference (no copy of
+    // the payload); rewritten for the slot's next op only when nobody else
+    // holds it any more (a client may keep it for a resend or in a queue).
+    const std::string pattern = op_data(0, o.op_size);
+    std::vector<BufferPtr> buffers;
+    for (unsigned i = 0; i < slots; ++i) buffers.emplace_back(pattern.data(), pattern.size());
     drive(
         t, p, slots,
         [&](std::uint64_t i, unsigned slot) {
           const std::string oid = object_name(prefix, i / per_object);
-          stamp_op(i, buffers[slot]);
+          BufferPtr& buf = buffers[slot];
+          if (buf.segment()->use_count() > 1) {
+            buf = BufferPtr(pattern.data(), pattern.size());
+            ++r.fresh_buffers;  // the issuing thread only: drive() calls issue() outside the lock, one at a time
+          }
+          stamp_op(i, reinterpret_cast<char*>(buf.mutable_data()), buf.length());
           const auto t0 = Clock::now();
           io.write(oid, o.op_size * (i % per_object), buffers[slot], o.hints, object_size,
                    [&t, t0, slot, oid](int rc) { t.done(t0, slot, rc, "writing", oid); });
@@ -488,7 +500,7 @@ std::string to_json(const Result& r) {
       "\"latency_s\":{{\"avg\":{},\"stddev\":{},\"min\":{},\"max\":{},\"p50\":{},\"p90\":{},\"p99\":{},"
       "\"p99.9\":{},\"p99.99\":{}}},"
       "\"cpu\":{{\"user_s\":{},\"system_s\":{},\"us_per_op\":{}}},\"verify_failures\":{},\"removed\":{},"
-      "\"client\":{{{}}}}}",
+      "\"fresh_buffers\":{},\"client\":{{{}}}}}",
       kModes[static_cast<int>(r.mode)], r.error, r.seconds, r.ops, r.op_size, r.object_size, r.bandwidth_mib,
       r.bandwidth_stddev, r.bandwidth_max, r.bandwidth_min, r.iops_average, r.iops_stddev, r.iops_max, r.iops_min,
       h.count() ? h.mean() / 1e9 : 0.0, r.latency_stddev_s, static_cast<double>(h.min()) / 1e9,
@@ -496,7 +508,7 @@ std::string to_json(const Result& r) {
       static_cast<double>(h.percentile(90)) / 1e9, static_cast<double>(h.percentile(99)) / 1e9,
       static_cast<double>(h.percentile(99.9)) / 1e9, static_cast<double>(h.percentile(99.99)) / 1e9,
       static_cast<double>(r.cpu.user_ns) / 1e9, static_cast<double>(r.cpu.system_ns) / 1e9, per_op,
-      r.verify_failures, r.removed, counters);
+      r.verify_failures, r.removed, r.fresh_buffers, counters);
 }
 
 }  // namespace siphon::bench::rados

@@ -31,18 +31,31 @@ class FakeStore final : public ObjectIO {
     worker_.join();
   }
 
-  void write(const std::string& oid, std::uint64_t off, std::string_view data, bool alloc_hint,
+  void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
              std::uint64_t object_size, Done done) override {
-    // The runner promises `data` until done: copy it on the worker, later.
-    post([this, oid, off, data, alloc_hint, object_size, done = std::move(done)] {
+    // A reference to the runner's buffer, read on the worker, later -- with
+    // hold_ after the op is reported done, as a client's queue could.
+    post([this, oid, off, data = BufferPtr(data), alloc_hint, object_size, done = std::move(done)]() mutable {
       if (fail_writes_after_ >= 0 && writes_ >= fail_writes_after_) return done(-ENOSPC);
       ++writes_;
       if (alloc_hint) hinted_sizes_[oid] = object_size;
-      auto& o = objects_[oid];
-      if (o.size() < off + data.size()) o.resize(off + data.size(), '\0');
-      o.replace(off, data.size(), data);
+      if (hold_ == 0) {
+        apply(oid, off, data);
+        data = BufferPtr();  // let go before reporting, as the OSD client does
+        return done(0);
+      }
       done(0);
+      held_.push_back({oid, off, data});
+      while (held_.size() > hold_) {
+        apply(held_.front().oid, held_.front().off, held_.front().data);
+        held_.pop_front();
+      }
     });
+  }
+  // Applies the writes still held (between runs).
+  void flush_held() {
+    for (const Held& h : held_) apply(h.oid, h.off, h.data);
+    held_.clear();
   }
   void write_full(const std::string& oid, std::string_view data, Done done) {
     objects_[oid] = std::string(data);
@@ -75,8 +88,20 @@ class FakeStore final : public ObjectIO {
   std::map<std::string, std::uint64_t> hinted_sizes_;
   int fail_writes_after_ = -1;
   int writes_ = 0, reads_ = 0;
+  std::size_t hold_ = 0;  // writes whose buffer is read only after this many more
 
  private:
+  struct Held {
+    std::string oid;
+    std::uint64_t off;
+    BufferPtr data;
+  };
+  void apply(const std::string& oid, std::uint64_t off, const BufferPtr& data) {
+    auto& o = objects_[oid];
+    if (o.size() < off + data.length()) o.resize(off + data.length(), '\0');
+    o.replace(off, data.length(), reinterpret_cast<const char*>(data.data()), data.length());
+  }
+  std::deque<Held> held_;
   void post(std::function<void()> fn) {
     {
       std::lock_guard lk(mu_);
@@ -214,6 +239,32 @@ TEST(RadosBenchRun, ObjectsLargerThanOpsTakeSeveralWrites) {
   EXPECT_EQ(sr.ops, 12u);
   EXPECT_EQ(sr.verify_failures, 0u);
   EXPECT_EQ(run(s, opts(Mode::cleanup), rd).removed, 3u);
+}
+
+// A client that still holds a write's buffer after reporting it done (a
+// resend queued, a message not yet freed): the runner must not stamp the
+// slot's next op into those bytes, and takes a fresh buffer instead.
+TEST(RadosBenchRun, BuffersHeldByTheClientAreNeverRewritten) {
+  FakeStore s;
+  s.hold_ = 6;  // more than the 4 slots: every slot's buffer is still held when it comes round
+  auto o = opts(Mode::write);
+  o.cleanup = false;
+  o.max_objects = 40;
+  o.seconds = 30;
+  std::ostringstream out;
+  const Result r = run(s, o, out);
+  ASSERT_EQ(r.error, 0) << r.error_message;
+  ASSERT_EQ(r.ops, 40u);
+  s.flush_held();
+  for (std::uint64_t i = 0; i < r.ops; ++i)
+    ASSERT_EQ(s.objects_.at("benchmark_data_vm_3583_object" + std::to_string(i)), op_data(i, 4096)) << "op " << i;
+  EXPECT_GT(r.fresh_buffers, 0u);
+
+  // A client that lets go at once: the slots' buffers are reused, not copied.
+  FakeStore quick;
+  const Result q = run(quick, o, out);
+  ASSERT_EQ(q.error, 0);
+  EXPECT_LT(q.fresh_buffers, q.ops / 2) << "reuse is the rule when nobody holds the buffer";
 }
 
 TEST(RadosBenchRun, CorruptDataIsReported) {
