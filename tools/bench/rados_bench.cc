@@ -43,6 +43,18 @@ struct Stat {
   double stddev() const { return n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1)) : 0; }
 };
 
+// Whether `piece` is all 'z' filler: memcmp against a block of 'z' (glibc's
+// is vectorised; a byte loop made verification half a 4 MiB seq run's CPU).
+bool all_filler(std::string_view piece) {
+  static const std::string zeds(64 * 1024, 'z');
+  while (!piece.empty()) {
+    const std::size_t n = std::min(piece.size(), zeds.size());
+    if (std::memcmp(piece.data(), zeds.data(), n) != 0) return false;
+    piece.remove_prefix(n);
+  }
+  return true;
+}
+
 // Whether the pieces of `data` are what op_data(index, size) holds, without
 // building it or joining them.
 bool op_matches(std::uint64_t index, std::uint64_t size, std::span<const std::string_view> data) {
@@ -59,7 +71,7 @@ bool op_matches(std::uint64_t index, std::uint64_t size, std::span<const std::st
       at += n;
       piece.remove_prefix(n);
     }
-    if (!std::all_of(piece.begin(), piece.end(), [](char c) { return c == 'z'; })) return false;
+    if (!all_filler(piece)) return false;
     at += piece.size();
   }
   return true;

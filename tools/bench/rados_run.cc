@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -111,6 +113,14 @@ bool parse_count(const std::string& v, std::uint64_t& out) {
 }  // namespace
 
 int run_rados(const std::vector<std::string>& a) {
+  // A 4 MiB read reply arrives in a receive buffer of its own, freed when
+  // the op completes: at glibc's defaults each is mmapped and unmapped, so
+  // every op pays page faults and zeroing for 4 MiB (a third of a 4 MiB seq
+  // run's CPU; docs/performance.md). Keep such blocks in the heap instead,
+  // as rados does through tcmalloc. The library's own fix would be a pool
+  // of receive segments in the transport.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 512 << 20);
   rados::Options opt;
   rados_tool::ConfigFlags config;
   std::string pool, json;
