@@ -203,8 +203,11 @@ void ConnectionImpl::flush() {
     wp.inc(transport::l_msgr_send_messages);
     // send_message() -> handed to the transport (this flush's start: one
     // clock read per flush, not per message). Replays are not measured again.
+    // A zero stamp or start means counters were off at that end.
     if (auto& stamp = MessageAccess::send_stamp(*m); stamp != transport::WorkerPerf::Clock::time_point{}) {
-      wp.tinc(transport::l_msgr_send_messages_queue_lat, std::max(timed.start() - stamp, transport::WorkerPerf::Clock::duration{}));
+      if (timed.start() != transport::WorkerPerf::Clock::time_point{})
+        wp.tinc(transport::l_msgr_send_messages_queue_lat,
+                std::max(timed.start() - stamp, transport::WorkerPerf::Clock::duration{}));
       stamp = {};
     }
   }
@@ -223,7 +226,8 @@ void ConnectionImpl::receive_ready_frame(proto::Frame&& f) {
         // Ceph's msgr_handle_ack_lat: the time to drop what the ACK covers.
         const auto t0 = transport::WorkerPerf::now();
         outq_.ack(a.seq);
-        owner().perf().tinc(transport::l_msgr_handle_ack_lat, transport::WorkerPerf::now() - t0);
+        if (t0 != transport::WorkerPerf::Clock::time_point{})
+          owner().perf().tinc(transport::l_msgr_handle_ack_lat, transport::WorkerPerf::Clock::now() - t0);
       }
       return;
     }
@@ -325,8 +329,10 @@ void ConnectionImpl::receive_message(proto::Frame&& f) {
       if (d->ms_can_fast_dispatch(*m)) {
         d->ms_fast_dispatch(std::move(m));
         // From the receive stamp above (one more clock read per message).
-        if constexpr (perf::kCompiledIn)
-          wp.tinc(transport::l_msgr_running_fast_dispatch_time, std::chrono::steady_clock::now() - received);
+        if constexpr (perf::kCompiledIn) {
+          if (perf::enabled())
+            wp.tinc(transport::l_msgr_running_fast_dispatch_time, std::chrono::steady_clock::now() - received);
+        }
         fast = true;
         break;
       }

@@ -10,8 +10,10 @@
 // The logger is in siphon::perf::process_collection() from construction to
 // destruction of the worker.
 //
-// The timing helpers read the monotonic clock once at each end of a section;
-// with SIPHON_PERF_COUNTERS=OFF they read nothing and update nothing.
+// The timing helpers read the monotonic clock once at each end of a section,
+// and only while counters are on: with `perf = false` (perf::enabled()) or
+// SIPHON_PERF_COUNTERS=OFF they read no clock and update nothing, so turning
+// counters off at run time costs one relaxed load per section.
 #pragma once
 
 #include <chrono>
@@ -64,10 +66,13 @@ class WorkerPerf {
     if constexpr (perf::kCompiledIn) logger_->tinc(idx, std::chrono::duration_cast<std::chrono::nanoseconds>(d));
   }
 
-  // now() when counters are compiled in, a zero time point otherwise (so a
-  // compiled-out build reads no clock).
+  // now() while counters are compiled in and on, a zero time point otherwise
+  // (so a build or a process with counters off reads no clock). Callers
+  // treat a zero time point as "not stamped".
   static Clock::time_point now() noexcept {
-    if constexpr (perf::kCompiledIn) return Clock::now();
+    if constexpr (perf::kCompiledIn) {
+      if (perf::enabled()) return Clock::now();
+    }
     return {};
   }
 
@@ -80,20 +85,23 @@ class WorkerPerf {
     Section(WorkerPerf& p, int idx) noexcept : p_(p), idx_(idx) {
       if constexpr (perf::kCompiledIn) {
         outer_ = p_.depth_++ == 0;
-        t0_ = Clock::now();
+        t0_ = now();
       }
     }
     ~Section() {
       if constexpr (perf::kCompiledIn) {
-        const Clock::duration d = Clock::now() - t0_;
-        p_.tinc(idx_, d);
-        if (outer_) p_.tinc(l_msgr_running_total_time, d);
+        // Not timed when counters were off at the start (t0_ is zero).
+        if (t0_ != Clock::time_point{}) {
+          const Clock::duration d = Clock::now() - t0_;
+          p_.tinc(idx_, d);
+          if (outer_) p_.tinc(l_msgr_running_total_time, d);
+        }
         --p_.depth_;
       }
     }
     Section(const Section&) = delete;
     Section& operator=(const Section&) = delete;
-    // When the section began (a zero time point when compiled out).
+    // When the section began (a zero time point when counters are off).
     Clock::time_point start() const noexcept { return t0_; }
 
    private:

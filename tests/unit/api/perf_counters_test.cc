@@ -167,6 +167,46 @@ TEST(PerfCounters, WorkerCountersMoveByExactlyWhatWasSent) {
 #endif
 }
 
+// `perf = false` at run time: no counter moves and no time is taken (the
+// timing helpers read no clock: WorkerPerf::now() is a zero time point), and
+// messages stamped while counters were off are not measured once they are
+// back on (no queue latency from a zero stamp).
+TEST(PerfCounters, CountersOffReadNoClockAndMoveNothing) {
+  if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
+  struct On {
+    ~On() { perf::set_enabled(true); }
+  } restore;
+  perf::set_enabled(false);
+  EXPECT_EQ(WorkerPerf::now(), WorkerPerf::Clock::time_point{});
+  {
+    Pair p;
+    transport::Worker& cw = p.cstack->worker(0);
+    transport::Worker& sw = p.sstack->worker(0);
+    p.send(kMessages);
+    ASSERT_TRUE(eventually([&] { return p.sink.received.load() == kMessages; }));
+    for (transport::Worker* w : {&cw, &sw}) {
+      for (int idx = transport::l_msgr_first + 1; idx < transport::l_msgr_last; ++idx)
+        EXPECT_EQ(value(*w, idx), 0u) << logger_name(*w) << " counter " << idx << " moved with perf off";
+    }
+    EXPECT_EQ(p.server->stats().messages_received, kMessages) << "the messenger's own stats stay on";
+  }
+  // A section opened while counters are off and closed after they came back
+  // on is not timed, and sections still nest.
+  WorkerPerf wp;
+  {
+    const WorkerPerf::Section outer(wp, transport::l_msgr_running_send_time);
+    EXPECT_EQ(outer.start(), WorkerPerf::Clock::time_point{});
+    perf::set_enabled(true);
+    const WorkerPerf::Section inner(wp, transport::l_msgr_running_recv_time);
+    EXPECT_NE(inner.start(), WorkerPerf::Clock::time_point{});
+    std::this_thread::sleep_for(2ms);
+  }
+  EXPECT_EQ(wp.logger().get(transport::l_msgr_running_send_time).u64, 0u);
+  EXPECT_GE(wp.logger().get(transport::l_msgr_running_recv_time).u64, 2'000'000u);
+  EXPECT_EQ(wp.logger().get(transport::l_msgr_running_total_time).u64, 0u)
+      << "the inner section ran inside the outer one, so it is not a top-level busy interval";
+}
+
 TEST(PerfCounters, GaugesSurvivePerfResetAndReturnToZeroWhenConnectionsClose) {
   if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
   Pair p(false);
