@@ -88,7 +88,9 @@ def main():
 
         # --- write, then look with the stock tools -------------------------
         js = os.path.join(tmp, "write.json")
-        rc, out, err = bench(c, "-p", POOL, "3", "write", "-t", "4", "-b", "4096", "--no-cleanup", "--json", js)
+        svg = os.path.join(tmp, "write.svg")
+        rc, out, err = bench(c, "-p", POOL, "3", "write", "-t", "4", "-b", "4096", "--no-cleanup", "--json", js,
+                             "--plot", svg)
         print(out, err, flush=True)
         check("siphon-bench rados write exits 0 with rados bench's summary",
               rc == 0 and "Total writes made:" in out and "Average Latency(s):" in out
@@ -96,6 +98,10 @@ def main():
         if rc != 0:
             return 1
         w = json.load(open(js))
+        plot = open(svg).read() if os.path.exists(svg) else ""
+        check("--plot: an SVG with the latency CDF and ops per second",
+              plot.startswith("<svg") and plot.count('<path d="M') == 2 and "ops per second" in plot
+              and "rados bench, write" in plot, plot[:200])
         m = re.search(r"^Object prefix: (\S+)$", out, re.M)
         prefix = m.group(1) if m else ""
         host = socket.gethostname()[:29]

@@ -140,6 +140,7 @@ class Progress {
     const double avg_bw = elapsed > 0 ? static_cast<double>(t.finished * op_size_) / kMiB / elapsed : 0;
     bandwidth.add(cur_bw);
     iops.add(static_cast<double>(ops));
+    samples.push_back(static_cast<double>(ops));
     const double avg_lat = t.finished ? t.latency_sum / static_cast<double>(t.finished) : 0;
     if (sec_ % 20 == 0)
       out_.table_repeat(static_cast<double>(t.latency_ns.min()) / 1e9, static_cast<double>(t.latency_ns.max()) / 1e9,
@@ -151,6 +152,7 @@ class Progress {
   }
   Clock::time_point next() const { return start_ + std::chrono::seconds(sec_ + 1); }
   Stat bandwidth, iops;
+  std::vector<double> samples;  // ops finished per status line (--plot)
 
  private:
   Printer& out_;
@@ -197,6 +199,7 @@ void fill_result(Result& r, Tracker& t, Progress& p, double elapsed, const Optio
   r.bandwidth_min = p.bandwidth.min;
   r.iops_average = elapsed > 0 ? static_cast<std::uint64_t>(static_cast<double>(t.finished) / elapsed) : 0;
   r.iops_stddev = p.iops.stddev();
+  r.ops_per_second = p.samples;
   r.iops_max = static_cast<std::uint64_t>(p.iops.max);
   r.iops_min = static_cast<std::uint64_t>(p.iops.min);
   r.latency_ns = t.latency_ns;

@@ -103,6 +103,7 @@ struct Result {
   double iops_stddev = 0;
   std::uint64_t iops_max = 0, iops_min = 0;
   Histogram latency_ns;           // per op, submission to completion
+  std::vector<double> ops_per_second;  // the status lines' samples (ops finished in each second)
   double latency_stddev_s = 0;
   std::uint64_t verify_failures = 0;
   std::uint64_t removed = 0;      // objects deleted by cleanup

@@ -14,6 +14,7 @@
 
 #include "rados/client/objecter.h"
 #include "tools/bench/rados_bench.h"
+#include "tools/bench/report.h"
 #include "tools/bench/workload.h"
 #include "tools/rados/cluster.h"
 
@@ -40,6 +41,7 @@ USAGE
                        then latency_p50..p99.99 and cpu_us_per_op); lines outside it go to stderr
   --show-time          the local time before each line, as rados bench --show-time
   --json FILE          Siphon's result document ('-': stdout, the table then goes to stderr)
+  --plot FILE.svg      latency CDF and ops per second over the run (write, seq, rand)
   --osd-op-timeout SEC fail an op an OSD has not answered after SEC s (default 30; 0 = never)
   --connect-timeout SEC  give up reaching the monitors after SEC s (default 30)
   -c CONF, -m ADDR, -k KEYRING, -n TYPE.ID, --id ID, --<ceph option> VALUE    as for rados
@@ -123,7 +125,7 @@ int run_rados(const std::vector<std::string>& a) {
   ::mallopt(M_TRIM_THRESHOLD, 512 << 20);
   rados::Options opt;
   rados_tool::ConfigFlags config;
-  std::string pool, json;
+  std::string pool, json, plot;
   double op_timeout = 30, connect_timeout = 30;
   std::vector<std::string> words;
   std::string error;
@@ -156,6 +158,8 @@ int run_rados(const std::vector<std::string>& a) {
       opt.run_name = v;
     } else if (take({"--json"})) {
       json = v;
+    } else if (take({"--plot"})) {
+      plot = v;
     } else if (take({"--format", "-f"})) {
       if (v != "json" && v != "plain")
         return usage_error(fmt::format("--format: '{}' is not supported (json, or plain for the table)", v));
@@ -253,6 +257,22 @@ int run_rados(const std::vector<std::string>& a) {
         fmt::print(stderr, "siphon-bench rados: cannot write {}\n", json);
         return 1;
       }
+    }
+  }
+  if (!plot.empty() && opt.mode != rados::Mode::cleanup) {
+    // The plot of the other modes: latency CDF and a rate per second.
+    Result pr;
+    static constexpr const char* kModes[] = {"write", "seq", "rand", "cleanup"};
+    pr.mode = "rados";
+    pr.ms_type = "rados bench";
+    pr.pattern = kModes[static_cast<int>(opt.mode)];
+    pr.latency = r.latency_ns;
+    pr.msgs_per_second = r.ops_per_second;
+    std::ofstream f(plot);
+    write_svg(f, pr);
+    if (!(f.flush())) {
+      fmt::print(stderr, "siphon-bench rados: cannot write {}\n", plot);
+      return 1;
     }
   }
   if (r.error != 0) {

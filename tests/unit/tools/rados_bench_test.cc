@@ -332,6 +332,8 @@ TEST(RadosBenchOutput, JsonIsRadosBenchsDocument) {
   EXPECT_EQ(j["datas"][0]["sec"], "0");
   EXPECT_EQ(j["datas"][1]["sec"], "1");
   EXPECT_EQ(j["datas"][0]["last_lat"], "0.000000") << "rados bench's 0 where the table has '-'";
+  ASSERT_EQ(wr.ops_per_second.size(), j["datas"].size() - 1) << "one sample per status line after second 0";
+  EXPECT_EQ(std::to_string(static_cast<std::uint64_t>(wr.ops_per_second[0])), j["datas"][1]["finished"]);
   EXPECT_FALSE(j.contains("error"));
   EXPECT_EQ(text.find("Removed"), std::string::npos);
   EXPECT_NE(err.str().find("Removed " + std::to_string(wr.ops) + " objects\n"), std::string::npos) << err.str();
