@@ -10,6 +10,10 @@ Cases (each prints PASS/FAIL):
     returns rados bench's contents, the metadata object holds what it wrote;
   * siphon-bench rados seq and rand read them back and every byte verifies;
     stock `rados bench seq` reads them too;
+  * --format json: "hints = 1" then one JSON document with rados bench's
+    keys (and stock `rados bench --format json`'s keys are all there),
+    consistent with the objects in the pool and with Siphon's --json file;
+    --show-time: rados bench's time stamps;
   * an object overwritten with other bytes: seq names it, exit status 3;
   * siphon-bench rados seq reads what stock `rados bench write` wrote;
   * siphon-bench rados cleanup removes them all (rados ls);
@@ -84,7 +88,9 @@ def main():
 
         # --- write, then look with the stock tools -------------------------
         js = os.path.join(tmp, "write.json")
-        rc, out, err = bench(c, "-p", POOL, "3", "write", "-t", "4", "-b", "4096", "--no-cleanup", "--json", js)
+        svg = os.path.join(tmp, "write.svg")
+        rc, out, err = bench(c, "-p", POOL, "3", "write", "-t", "4", "-b", "4096", "--no-cleanup", "--json", js,
+                             "--plot", svg)
         print(out, err, flush=True)
         check("siphon-bench rados write exits 0 with rados bench's summary",
               rc == 0 and "Total writes made:" in out and "Average Latency(s):" in out
@@ -92,6 +98,10 @@ def main():
         if rc != 0:
             return 1
         w = json.load(open(js))
+        plot = open(svg).read() if os.path.exists(svg) else ""
+        check("--plot: an SVG with the latency CDF and ops per second",
+              plot.startswith("<svg") and plot.count('<path d="M') == 2 and "ops per second" in plot
+              and "rados bench, write" in plot, plot[:200])
         m = re.search(r"^Object prefix: (\S+)$", out, re.M)
         prefix = m.group(1) if m else ""
         host = socket.gethostname()[:29]
@@ -136,14 +146,67 @@ def main():
         check("stock rados bench seq reads what siphon-bench wrote",
               rc == 0 and "Total reads made:" in out and "is not correct" not in out, f"exit {rc} {err.strip()}")
 
+        # --- --format json and --show-time, against rados bench's own ---------
+        rc, out, err = rados(c, "bench", "-p", POOL, "2", "seq", "-t", "4", "--format", "json", timeout=120)
+        stock_seq = json.loads(out.split("\n", 1)[1]) if rc == 0 and out.startswith("hints = 1\n") else {}
+        js = os.path.join(tmp, "fmt.json")
+        rc, out, err = bench(c, "-p", POOL, "2", "seq", "-t", "4", "--format", "json", "--json", js)
+        try:
+            doc = json.loads(out.split("\n", 1)[1]) if out.startswith("hints = 1\n") else None
+        except ValueError as e:
+            doc = None
+            err += f" (not JSON: {e})"
+        mine = json.load(open(js)) if os.path.exists(js) else {}
+        missing = sorted(set(stock_seq) - set(doc or {}))
+        check("seq --format json: rados bench's document, every key stock rados bench prints",
+              rc == 0 and doc is not None and stock_seq and not missing
+              and all(isinstance(v, str) for k, v in doc.items() if k != "datas")
+              and doc["datas"][0]["sec"] == "0",
+              f"exit {rc}; missing {missing}; {out[:300]!r} {err.strip()[-300:]}")
+        if doc:
+            reads = int(doc["total_reads_made"])
+            check("seq --format json agrees with the run: reads, sizes, verify, Siphon's --json",
+                  reads == mine.get("ops") and 0 < reads <= n and doc["read_size"] == "4096"
+                  and doc["object_size"] == "4096" and doc["verify_failures"] == "0"
+                  and int(doc["datas"][-1]["finished"]) <= reads
+                  and abs(float(doc["average_latency"]) - mine["latency_s"]["avg"]) < 1e-5
+                  and float(doc["min_latency"]) <= float(doc["latency_p50"]) <= float(doc["max_latency"])
+                  and float(doc["cpu_us_per_op"]) > 0,
+                  f"{doc} vs {mine}")
+        rc, out, err = rados(c, "bench", "-p", POOL, "1", "write", "-t", "2", "-b", "4096", "--format", "json",
+                             "--no-cleanup", "--run-name", "stockjson", timeout=120)
+        stock_write = json.loads(out.split("\n", 1)[1]) if rc == 0 and out.startswith("hints = 1\n") else {}
+        rc, out, err = bench(c, "-p", POOL, "1", "write", "-t", "2", "-b", "4096", "--format", "json",
+                             "--run-name", "jsonrun")
+        try:
+            doc = json.loads(out.split("\n", 1)[1]) if out.startswith("hints = 1\n") else None
+        except ValueError as e:
+            doc = None
+            err += f" (not JSON: {e})"
+        missing = sorted(set(stock_write) - set(doc or {}))
+        check("write --format json: rados bench's keys; cleanup's lines on stderr, outside the document",
+              rc == 0 and doc is not None and stock_write and not missing
+              and doc["concurrent_ios"] == "2" and doc["op_size"] == "4096"
+              and re.fullmatch(r"benchmark_data_.+_\d+", doc["object_prefix"])
+              and f"Removed {doc['total_writes_made']} objects" in err,
+              f"exit {rc}; missing {missing}; {out[:300]!r}; {err.strip()[-300:]}")
+        rados(c, "-p", POOL, "cleanup", "--run-name", "stockjson")
+        rc, out, err = bench(c, "-p", POOL, "1", "seq", "-t", "2", "--show-time")
+        stamp = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d{4} "
+        lines = out.splitlines()
+        check("--show-time: rados bench's stamp before the table's lines and the summary",
+              rc == 0 and lines[0] == "hints = 1" and re.match(stamp + r"  +sec Cur ops", lines[1])
+              and any(re.match(stamp + r"Total time run:", x) for x in lines)
+              and any(x.startswith("Total reads made:") for x in lines), out[:600] + err[-200:])
+
         # --- a damaged object: seq says which and exits 3 -------------------
         damaged = f"{prefix}_object1"
         zeros = os.path.join(tmp, "zeros")
         open(zeros, "wb").write(b"\0" * 4096)
         rados(c, "-p", POOL, "put", damaged, zeros)
         rc, out, err = bench(c, "-p", POOL, "2", "seq", "-t", "4")
-        check("seq reports an object whose bytes differ (exit 3, rados bench's line)",
-              rc == 3 and f"{damaged} is not correct!" in out and out.count("is not correct!") == 1,
+        check("seq reports an object whose bytes differ (exit 3, rados bench's line on stderr)",
+              rc == 3 and f"{damaged} is not correct!" in err and err.count("is not correct!") == 1,
               f"exit {rc}; {err.strip()[-200:]}")
 
         # --- the other way round -------------------------------------------

@@ -116,6 +116,49 @@ class Cluster:
                 return e
         return last
 
+    def osd_pid(self, osd_id):
+        """The running daemon of osd.`osd_id` (its pid file), or None."""
+        pidfile = os.path.join(self.tmp, "run", f"ceph-osd.{osd_id}.pid")
+        try:
+            pid = int(open(pidfile).read().strip())
+        except (OSError, ValueError):
+            return None
+        return pid if pid in self.osd_pids else None
+
+    def wait_down(self, osd_id, timeout=60):
+        """Until the mon has marked osd.`osd_id` down; raises after `timeout` s."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            osds = json.loads(self.ceph("osd", "dump", "-f", "json")[1])["osds"]
+            if any(o["osd"] == osd_id and o["up"] == 0 for o in osds):
+                return
+            time.sleep(0.5)
+        raise RuntimeError(f"osd.{osd_id} not marked down within {timeout}s")
+
+    def restart_osd(self, osd_id, old_pid):
+        """Starts osd.`osd_id` again after its daemon `old_pid` died. memstore
+        lost its data with the process: the store is made again with the same
+        uuid, and the OSD rejoins empty (its PGs recover from the others)."""
+        osd_dir = os.path.join(self.tmp, "osd", f"ceph-{osd_id}")
+        fsid_file = os.path.join(osd_dir, "fsid")
+        osd_uuid = open(fsid_file).read().strip() if os.path.exists(fsid_file) else None
+        shutil.rmtree(osd_dir, ignore_errors=True)
+        os.makedirs(osd_dir)
+        run(["ceph-osd", "-c", self.conf, "-i", str(osd_id), "--mkfs"] + (["--osd-uuid", osd_uuid] if osd_uuid else []))
+        run(["ceph-osd", "-c", self.conf, "-i", str(osd_id)])
+        pidfile = os.path.join(self.tmp, "run", f"ceph-osd.{osd_id}.pid")
+        self.osd_pids = [p for p in self.osd_pids if p != old_pid]
+        for _ in range(100):
+            try:
+                pid = int(open(pidfile).read().strip() or 0)
+            except (OSError, ValueError):
+                pid = 0
+            if pid and pid != old_pid:
+                self.osd_pids.append(pid)
+                return pid
+            time.sleep(0.1)
+        raise RuntimeError(f"osd.{osd_id} wrote no new pid file (logs in {self.tmp}/log)")
+
     def stop_osds(self):
         for pid in self.osd_pids:
             try:

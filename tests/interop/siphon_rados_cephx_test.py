@@ -4,7 +4,7 @@ authorizer towards OSDs): one mon from the fixture (--cephx) and one memstore
 ceph-osd whose key is in the cluster's keyring, every service requiring
 cephx and the OSD requiring secure mode (ms_service_mode = secure).
 
-  siphon_rados_cephx_test.py SIPHON_RADOS CEPH_MON_FIXTURE
+  siphon_rados_cephx_test.py SIPHON_RADOS CEPH_MON_FIXTURE [SIPHON_BENCH]
 
 siphon-rados authenticates to the mon with client.admin's key, takes the OSD
 service ticket the mon hands out, and presents it to osd.0 as a cephx
@@ -12,7 +12,13 @@ authorizer; the OSD accepts only secure mode. Cases (each prints PASS/FAIL):
   * put by Siphon, `rados get` byte-identical, and the reverse (4 MiB + 5);
   * stat: the line rados prints;
   * a client that offers only crc mode is refused by the OSD, and says so
-    within its op timeout instead of hanging."""
+    within its op timeout instead of hanging;
+  * with SIPHON_BENCH: siphon-bench rados write --no-cleanup over cephx and
+    secure mode, then seq reads every object back with every byte verified
+    (and stock `rados bench seq` reads them too), cleanup; a keyring with a
+    wrong key for client.admin is refused: exit status 13 (rados's for an
+    authentication error), a message naming client.admin, no hang."""
+import json
 import os
 import subprocess
 import sys
@@ -23,6 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import siphon_ceph_map_object_test as mo  # noqa: E402  (the cluster helpers)
 
 SIPHON, FIXTURE = sys.argv[1], sys.argv[2]
+BENCH = sys.argv[3] if len(sys.argv) > 3 else None
 run = mo.run
 RESULTS = []
 
@@ -30,6 +37,43 @@ RESULTS = []
 def check(name, ok, detail=""):
     RESULTS.append(ok)
     print(f"{'PASS' if ok else 'FAIL'} {name}{': ' + detail if detail else ''}", flush=True)
+
+
+def bench_cases(c, tmp, rados):
+    def bench(*a, timeout=120):
+        return run([BENCH, "rados", "-c", c.conf, "--connect-timeout", "20", "--osd-op-timeout", "30", *a],
+                   check=False, timeout=timeout)
+
+    js = os.path.join(tmp, "w.json")
+    rc, out, err = bench("-p", "rep", "2", "write", "-t", "4", "-b", "16K", "--max-objects", "400",
+                         "--no-cleanup", "--json", js)
+    w = json.load(open(js)) if rc == 0 else {}
+    check("cephx + secure: siphon-bench rados write --no-cleanup",
+          rc == 0 and w.get("ops", 0) > 0 and "Total writes made:" in out, f"exit {rc}; {err.strip()[-400:]}")
+    js = os.path.join(tmp, "s.json")
+    rc, out, err = bench("-p", "rep", "30", "seq", "-t", "4", "--verify", "--json", js)
+    r = json.load(open(js)) if os.path.exists(js) else {}
+    check("cephx + secure: siphon-bench rados seq reads every object back, every byte verified",
+          rc == 0 and r.get("ops") == w.get("ops") and r.get("verify_failures") == 0 and "is not correct" not in err,
+          f"exit {rc}; {r.get('ops')} of {w.get('ops')} read, {r.get('verify_failures')} failures; "
+          f"{err.strip()[-300:]}")
+    rc, out, err = rados("bench", "-p", "rep", "2", "seq", "-t", "4")
+    check("cephx: stock rados bench seq reads siphon-bench's objects",
+          rc == 0 and "Total reads made:" in out and "is not correct" not in err, f"exit {rc} {err.strip()[-300:]}")
+    rc, out, err = bench("-p", "rep", "cleanup")
+    check("cephx: siphon-bench rados cleanup", rc == 0 and f"Removed {w.get('ops')} objects" in out,
+          f"exit {rc} {out.strip()[-200:]} {err.strip()[-200:]}")
+    wrong = os.path.join(tmp, "wrong.keyring")
+    key = run(["ceph-authtool", "--gen-print-key"])[1].strip()
+    with open(wrong, "w") as f:
+        f.write(f"[client.admin]\n\tkey = {key}\n")
+    os.chmod(wrong, 0o600)
+    t0 = time.time()
+    rc, out, err = bench("-k", wrong, "-p", "rep", "1", "write", timeout=90)
+    took = time.time() - t0
+    check("cephx: a wrong key for client.admin is refused (exit 13, names the entity)",
+          rc == 13 and "client.admin" in err and "Total writes" not in out and took < 60,
+          f"exit {rc} after {took:.1f}s: {err.strip()[-400:]!r}")
 
 
 def main():
@@ -83,6 +127,8 @@ def main():
         took = time.time() - t0
         check("crc-only client refused by a secure-only OSD", rc != 0 and took < 60,
               f"rc {rc} after {took:.1f}s: {err.strip()[-400:]!r}")
+        if BENCH:
+            bench_cases(c, tmp, rados)
     finally:
         mo.teardown(c, FIXTURE, tmp)
     return mo.summary(RESULTS)

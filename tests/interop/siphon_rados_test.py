@@ -225,20 +225,8 @@ def main():
                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE) for n in ec_names}
         time.sleep(10)
         early = {n: p.poll() for n, p in ec_procs.items() if p.poll() is not None}
-        # restart the OSD (memstore lost its data: make it again; it backfills)
-        osd_dir = os.path.join(tmp, "osd", f"ceph-{victim}")
-        fsid_file = os.path.join(osd_dir, "fsid")
-        osd_uuid = read(fsid_file).decode().strip() if os.path.exists(fsid_file) else None
-        shutil.rmtree(osd_dir, ignore_errors=True)
-        os.makedirs(osd_dir)
-        run(["ceph-osd", "-c", c.conf, "-i", str(victim), "--mkfs"] + (["--osd-uuid", osd_uuid] if osd_uuid else []))
-        run(["ceph-osd", "-c", c.conf, "-i", str(victim)])
-        pidfile = os.path.join(tmp, "run", f"ceph-osd.{victim}.pid")
-        for _ in range(100):
-            if os.path.exists(pidfile) and int(read(pidfile).decode().strip() or 0) != pid:
-                c.osd_pids[idx] = int(read(pidfile).decode().strip())
-                break
-            time.sleep(0.1)
+        # restart the OSD (memstore lost its data: made again; it backfills)
+        c.restart_osd(victim, pid)
         c.wait_up([victim])
         wait_active(c, timeout=240)
         bad = []

@@ -4,6 +4,7 @@
 # (docs/benchmarking.md, "Baselines").
 #
 #   tools/bench/baselines.sh [--bench PATH] [--seconds N] [--runs N] [--pin none|same|split]
+#                            [--ceph-conf FILE [--ceph-pool POOL] [--rados-only]]
 #
 #   throughput  iperf3, one TCP stream (128 KiB and 1 MiB writes)
 #               vs siphon-bench client --pattern sink --conns 1 (128 KiB, 1 MiB)
@@ -11,6 +12,11 @@
 #               vs siphon-bench client --pattern echo --conns 1 --inflight 1
 #   ucx         ucx_perftest tag_lat over TCP (UCX_TLS=tcp), 4000 x --seconds iterations,
 #               only if installed (README's test command installs ucx-utils)
+#   rados       with --ceph-conf (a cluster is available): rados bench vs
+#               siphon-bench rados, -t 16, 4 KiB and 4 MiB, write and seq, on
+#               POOL (default bench) through tools/bench/rados_side_by_side.py:
+#               throughput and client CPU per op (the whole process, from the
+#               kernel's rusage); --rados-only skips the TCP rows
 #
 # Every pair runs as two processes (server, client) like the baselines.
 # --pin same puts both on CPU 0, split puts the server on CPU 0 and the client
@@ -24,13 +30,19 @@ bench="$root/build/release/tools/bench/siphon-bench"
 seconds=5
 runs=1
 pin=none
+ceph_conf=""
+ceph_pool=bench
+rados_only=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) bench=$2; shift 2 ;;
     --seconds) seconds=$2; shift 2 ;;
     --runs) runs=$2; shift 2 ;;
     --pin) pin=$2; shift 2 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    --ceph-conf) ceph_conf=$2; shift 2 ;;
+    --ceph-pool) ceph_pool=$2; shift 2 ;;
+    --rados-only) rados_only=1; shift ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "baselines.sh: unknown argument '$1' (--help)" >&2; exit 2 ;;
   esac
 done
@@ -38,7 +50,16 @@ case "$pin" in none|same|split) ;; *) echo "baselines.sh: --pin none|same|split"
 [[ "$seconds" =~ ^[0-9]+$ && "$seconds" -ge 1 ]] || { echo "baselines.sh: --seconds takes a whole number >= 1" >&2; exit 2; }
 [[ "$runs" =~ ^[0-9]+$ && "$runs" -ge 1 ]] || { echo "baselines.sh: --runs takes a whole number >= 1" >&2; exit 2; }
 [ -x "$bench" ] || { echo "baselines.sh: $bench is not built (cmake --preset release && cmake --build build/release --target siphon-bench)" >&2; exit 1; }
-for tool in iperf3 sockperf python3; do
+if [ "$rados_only" = 1 ] && [ -z "$ceph_conf" ]; then
+  echo "baselines.sh: --rados-only needs --ceph-conf FILE (a cluster to run rados bench against)" >&2; exit 2
+fi
+if [ -n "$ceph_conf" ]; then
+  [ -r "$ceph_conf" ] || { echo "baselines.sh: --ceph-conf $ceph_conf is not a readable file" >&2; exit 2; }
+  command -v rados >/dev/null || { echo "baselines.sh: rados is missing (SIPHON_DEPS=interop tools/dev/install-deps.sh)" >&2; exit 1; }
+fi
+tools_needed="python3"
+[ "$rados_only" = 1 ] || tools_needed="iperf3 sockperf python3"
+for tool in $tools_needed; do
   command -v "$tool" >/dev/null || { echo "baselines.sh: $tool is missing (SIPHON_DEPS=bench tools/dev/install-deps.sh)" >&2; exit 1; }
 done
 
@@ -203,6 +224,7 @@ echo
 
 echo "| workload | baseline | baseline | siphon-bench | siphon-bench / baseline |"
 echo "|---|---|---|---|---|"
+tcp_rows() {
 for size in 128K 1M; do
   base=$(repeat "$runs" iperf3_gbit "$size")
   sb=$(repeat "$runs" siphon_run gbit --pattern sink --size "$size" --conns 1)
@@ -228,6 +250,38 @@ else
   echo
   echo "ucx_perftest: not installed, UCX row skipped (Debian package ucx-utils)."
 fi
+}
+[ "$rados_only" = 1 ] || tcp_rows
+
+# rados bench against siphon-bench rados on the cluster of --ceph-conf: the
+# medians over --runs interleaved rounds of rados_side_by_side.py.
+if [ -n "$ceph_conf" ]; then
+  python3 "$here/rados_side_by_side.py" "$bench" "$ceph_conf" "$ceph_pool" --seconds "$seconds" --rounds "$runs" \
+    --threads 16 --sizes 4096,4194304 >"$tmp/rados.md" 2>"$tmp/rados.err" \
+    || { echo "baselines.sh: rados_side_by_side.py failed:" >&2; cat "$tmp/rados.err" >&2; }
+  python3 - "$tmp/rados.md" <<'EOF'
+import statistics, sys
+runs = {}
+for line in open(sys.argv[1]):
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    if len(c) >= 10 and c[0].isdigit():
+        runs.setdefault((int(c[0]), c[1], c[3]), []).append((float(c[5]), float(c[9])))
+def med(key, i):
+    v = [r[i] for r in runs.get(key, []) if r[i] == r[i]]
+    return statistics.median(v) if v else None
+for size, label in ((4096, "4 KiB"), (4194304, "4 MiB")):
+    for mode in ("write", "seq"):
+        b, s = (size, mode, "rados bench"), (size, mode, "siphon-bench rados")
+        for i, what, unit, fmt in ((0, "MiB/s", "MiB/s", "{:.1f}"), (1, "client CPU per op", "µs", "{:.0f}")):
+            x, y = med(b, i), med(s, i)
+            ratio = f"{y / x:.2f}" if x and y else "n/a"
+            show = lambda v: (fmt.format(v) + " " + unit) if v is not None else "n/a"
+            print(f"| rados {mode} {label}, -t 16, {what} | rados bench | {show(x)} | {show(y)} | {ratio} |")
+EOF
+fi
 echo
-echo "Round trips: sockperf and ucx_perftest print half a round trip; the table doubles them."
-echo "siphon-bench figures are payload only (msgr2 framing excluded); iperf3 counts TCP payload."
+if [ "$rados_only" = 0 ]; then
+  echo "Round trips: sockperf and ucx_perftest print half a round trip; the table doubles them."
+  echo "siphon-bench figures are payload only (msgr2 framing excluded); iperf3 counts TCP payload."
+fi
+[ -z "$ceph_conf" ] || echo "rados rows: cluster of $ceph_conf, pool $ceph_pool; MiB/s as rados bench prints it; CPU per op = user + system of the whole process / ops; the issue's targets: MiB/s ratio >= 1.0, CPU ratio <= 0.5."

@@ -16,9 +16,12 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include "tools/bench/rados_print.h"
+
 namespace siphon::bench::rados {
 namespace {
 
+using detail::Printer;
 using Clock = std::chrono::steady_clock;
 constexpr double kMiB = 1024.0 * 1024.0;
 
@@ -40,6 +43,18 @@ struct Stat {
   double stddev() const { return n > 1 ? std::sqrt(m2 / static_cast<double>(n - 1)) : 0; }
 };
 
+// Whether `piece` is all 'z' filler: memcmp against a block of 'z' (glibc's
+// is vectorised; a byte loop made verification half a 4 MiB seq run's CPU).
+bool all_filler(std::string_view piece) {
+  static const std::string zeds(64 * 1024, 'z');
+  while (!piece.empty()) {
+    const std::size_t n = std::min(piece.size(), zeds.size());
+    if (std::memcmp(piece.data(), zeds.data(), n) != 0) return false;
+    piece.remove_prefix(n);
+  }
+  return true;
+}
+
 // Whether the pieces of `data` are what op_data(index, size) holds, without
 // building it or joining them.
 bool op_matches(std::uint64_t index, std::uint64_t size, std::span<const std::string_view> data) {
@@ -56,7 +71,7 @@ bool op_matches(std::uint64_t index, std::uint64_t size, std::span<const std::st
       at += n;
       piece.remove_prefix(n);
     }
-    if (!std::all_of(piece.begin(), piece.end(), [](char c) { return c == 'z'; })) return false;
+    if (!all_filler(piece)) return false;
     at += piece.size();
   }
   return true;
@@ -107,17 +122,13 @@ struct Tracker {
   }
 };
 
-void print_header(std::ostream& out) {
-  out << "  sec Cur ops   started  finished  avg MB/s  cur MB/s last lat(s)  avg lat(s)\n";
-}
-
-// One status line per second, as rados bench prints them.
+// One status line a second, as rados bench prints them.
 class Progress {
  public:
-  Progress(std::ostream& out, std::uint64_t op_size, Clock::time_point start)
+  Progress(Printer& out, std::uint64_t op_size, Clock::time_point start)
       : out_(out), op_size_(op_size), start_(start), last_(start) {
-    print_header(out_);
-    line(0, 0, 0, 0, -1, 0);
+    out_.table_start();
+    out_.sample({});
   }
   // Called with the tracker locked.
   void tick(Tracker& t, Clock::time_point now) {
@@ -129,24 +140,22 @@ class Progress {
     const double avg_bw = elapsed > 0 ? static_cast<double>(t.finished * op_size_) / kMiB / elapsed : 0;
     bandwidth.add(cur_bw);
     iops.add(static_cast<double>(ops));
-    if (sec_ % 20 == 0) print_header(out_);
+    samples.push_back(static_cast<double>(ops));
     const double avg_lat = t.finished ? t.latency_sum / static_cast<double>(t.finished) : 0;
-    line(t.in_flight, t.started, t.finished, avg_bw, ops ? t.last_latency : -1, avg_lat, cur_bw);
+    if (sec_ % 20 == 0)
+      out_.table_repeat(static_cast<double>(t.latency_ns.min()) / 1e9, static_cast<double>(t.latency_ns.max()) / 1e9,
+                        avg_lat);
+    out_.sample({sec_, t.in_flight, t.started, t.finished, avg_bw, cur_bw, ops ? t.last_latency : -1, avg_lat});
     t.finished_at_last_line = t.finished;
     t.last_latency = -1;
     last_ = now;
   }
   Clock::time_point next() const { return start_ + std::chrono::seconds(sec_ + 1); }
   Stat bandwidth, iops;
+  std::vector<double> samples;  // ops finished per status line (--plot)
 
  private:
-  void line(unsigned cur, std::uint64_t started, std::uint64_t finished, double avg_bw, double last_lat,
-            double avg_lat, double cur_bw = 0) {
-    fmt::print(out_, "{:>5} {:>7} {:>9} {:>9} {:>9} {:>9} {:>11} {:>11}\n", sec_, cur, started, finished,
-               fmt::format("{:g}", avg_bw), fmt::format("{:g}", cur_bw),
-               last_lat < 0 ? std::string("-") : fmt::format("{:g}", last_lat), fmt::format("{:g}", avg_lat));
-  }
-  std::ostream& out_;
+  Printer& out_;
   std::uint64_t op_size_;
   Clock::time_point start_, last_;
   std::uint64_t sec_ = 0;
@@ -190,6 +199,7 @@ void fill_result(Result& r, Tracker& t, Progress& p, double elapsed, const Optio
   r.bandwidth_min = p.bandwidth.min;
   r.iops_average = elapsed > 0 ? static_cast<std::uint64_t>(static_cast<double>(t.finished) / elapsed) : 0;
   r.iops_stddev = p.iops.stddev();
+  r.ops_per_second = p.samples;
   r.iops_max = static_cast<std::uint64_t>(p.iops.max);
   r.iops_min = static_cast<std::uint64_t>(p.iops.min);
   r.latency_ns = t.latency_ns;
@@ -203,35 +213,9 @@ void fill_result(Result& r, Tracker& t, Progress& p, double elapsed, const Optio
 
 std::string g(double v) { return fmt::format("{:g}", v); }
 
-void print_summary(const Result& r, std::ostream& out) {
-  const double avg_lat = r.latency_ns.count() ? r.latency_ns.mean() / 1e9 : 0;
-  const double max_lat = static_cast<double>(r.latency_ns.max()) / 1e9;
-  const double min_lat = static_cast<double>(r.latency_ns.min()) / 1e9;
-  if (r.mode == Mode::write) {
-    fmt::print(out,
-               "Total time run:         {}\nTotal writes made:      {}\nWrite size:             {}\n"
-               "Object size:            {}\nBandwidth (MB/sec):     {}\nStddev Bandwidth:       {}\n"
-               "Max bandwidth (MB/sec): {}\nMin bandwidth (MB/sec): {}\nAverage IOPS:           {}\n"
-               "Stddev IOPS:            {}\nMax IOPS:               {}\nMin IOPS:               {}\n"
-               "Average Latency(s):     {}\nStddev Latency(s):      {}\nMax latency(s):         {}\n"
-               "Min latency(s):         {}\n",
-               g(r.seconds), r.ops, r.op_size, r.object_size, g(r.bandwidth_mib), g(r.bandwidth_stddev),
-               g(r.bandwidth_max), g(r.bandwidth_min), r.iops_average, g(r.iops_stddev), r.iops_max, r.iops_min,
-               g(avg_lat), g(r.latency_stddev_s), g(max_lat), g(min_lat));
-  } else {
-    fmt::print(out,
-               "Total time run:       {}\nTotal reads made:     {}\nRead size:            {}\n"
-               "Object size:          {}\nBandwidth (MB/sec):   {}\nAverage IOPS:         {}\n"
-               "Stddev IOPS:          {}\nMax IOPS:             {}\nMin IOPS:             {}\n"
-               "Average Latency(s):   {}\nMax latency(s):       {}\nMin latency(s):       {}\n",
-               g(r.seconds), r.ops, r.op_size, r.object_size, g(r.bandwidth_mib), r.iops_average,
-               g(r.iops_stddev), r.iops_max, r.iops_min, g(avg_lat), g(max_lat), g(min_lat));
-  }
-}
-
 // Deletes objects [0, count) of `prefix` with `concurrency` in flight, then
 // the metadata object; -ENOENT is not an error (rados bench's cleanup).
-Result cleanup(ObjectIO& io, const Options& o, const std::string& prefix, std::uint64_t count, std::ostream& out) {
+Result cleanup(ObjectIO& io, const Options& o, const std::string& prefix, std::uint64_t count, Printer& out) {
   Result r;
   r.mode = Mode::cleanup;
   const auto start = Clock::now();
@@ -282,7 +266,8 @@ Result cleanup(ObjectIO& io, const Options& o, const std::string& prefix, std::u
   r.removed = removed;
   r.seconds = secs(Clock::now() - start);
   if (r.error == 0) {
-    fmt::print(out, "Removed {} objects\nClean up completed and total clean up time :{}\n", removed, g(r.seconds));
+    out.aside(fmt::format("Removed {} objects\n", removed));
+    out.aside(fmt::format("Clean up completed and total clean up time :{}\n", g(r.seconds)));
   }
   return r;
 }
@@ -353,14 +338,16 @@ std::string object_name(std::string_view prefix, std::uint64_t index) {
   return fmt::format("{}_object{}", prefix, index);
 }
 
-void stamp_op(std::uint64_t index, std::string& buf) {
+void stamp_op(std::uint64_t index, char* buf, std::size_t size) {
   // rados bench: snprintf(buf, op_size, "I'm the %16dth op!", index).
   const std::string head = fmt::format("I'm the {:16}th op!", static_cast<int>(index));
-  if (buf.empty()) return;
-  const std::size_t n = std::min(head.size(), buf.size() - 1);
-  std::memcpy(buf.data(), head.data(), n);
+  if (size == 0) return;
+  const std::size_t n = std::min(head.size(), size - 1);
+  std::memcpy(buf, head.data(), n);
   buf[n] = '\0';
 }
+
+void stamp_op(std::uint64_t index, std::string& buf) { stamp_op(index, buf.data(), buf.size()); }
 
 std::string op_data(std::uint64_t index, std::uint64_t size) {
   std::string d(size, 'z');
@@ -368,7 +355,21 @@ std::string op_data(std::uint64_t index, std::uint64_t size) {
   return d;
 }
 
-Result run(ObjectIO& io, const Options& o, std::ostream& out) {
+namespace {
+Result run_bench(ObjectIO& io, const Options& o, Printer& out);
+}  // namespace
+
+Result run(ObjectIO& io, const Options& o, std::ostream& out, std::ostream& err) {
+  // cleanup prints rados's text lines whatever the format, as rados does.
+  Printer p(out, err, o.json && o.mode != Mode::cleanup, o.show_time);
+  Result r = run_bench(io, o, p);
+  p.finish(r);
+  return r;
+}
+
+namespace {
+
+Result run_bench(ObjectIO& io, const Options& o, Printer& out) {
   Result r;
   r.mode = o.mode;
   const CpuTimes cpu0 = process_cpu();
@@ -390,20 +391,28 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
     const std::uint64_t per_object = std::max<std::uint64_t>(object_size / o.op_size, 1);
     r.object_size = object_size;
     const std::string prefix = object_prefix(host, pid);
-    if (o.hints) out << "hints = 1\n";
-    fmt::print(out, "Maintaining {} concurrent writes of {} bytes to objects of size {} for up to {} seconds or {} objects\n",
-               o.concurrency, o.op_size, object_size, g(o.seconds), o.max_objects);
-    fmt::print(out, "Object prefix: {}\n", prefix);
+    if (o.hints) out.plain("hints = 1\n");
+    out.write_header(o, object_size, prefix);
     const auto start = Clock::now();
     const auto stop = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
     Progress p(out, o.op_size, start);
     const unsigned slots = std::max(o.concurrency, 1u);
-    std::vector<std::string> buffers(slots, op_data(0, o.op_size));
+    // One buffer per slot, handed to the client by reference (no copy of
+    // the payload); rewritten for the slot's next op only when nobody else
+    // holds it any more (a client may keep it for a resend or in a queue).
+    const std::string pattern = op_data(0, o.op_size);
+    std::vector<BufferPtr> buffers;
+    for (unsigned i = 0; i < slots; ++i) buffers.emplace_back(pattern.data(), pattern.size());
     drive(
         t, p, slots,
         [&](std::uint64_t i, unsigned slot) {
           const std::string oid = object_name(prefix, i / per_object);
-          stamp_op(i, buffers[slot]);
+          BufferPtr& buf = buffers[slot];
+          if (buf.segment()->use_count() > 1) {
+            buf = BufferPtr(pattern.data(), pattern.size());
+            ++r.fresh_buffers;  // the issuing thread only: drive() calls issue() outside the lock, one at a time
+          }
+          stamp_op(i, reinterpret_cast<char*>(buf.mutable_data()), buf.length());
           const auto t0 = Clock::now();
           io.write(oid, o.op_size * (i % per_object), buffers[slot], o.hints, object_size,
                    [&t, t0, slot, oid](int rc) { t.done(t0, slot, rc, "writing", oid); });
@@ -413,10 +422,9 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
         });
     fill_result(r, t, p, secs(Clock::now() - start), o);
     r.object_size = object_size;
-    if (r.error != 0) {
-      r.cpu = process_cpu() - cpu0;
-      return r;
-    }
+    // CPU per op is the write phase's: not the metadata write or cleanup.
+    r.cpu = process_cpu() - cpu0;
+    if (r.error != 0) return r;
     // The metadata, so seq/rand/cleanup (ours or rados bench's) find the run.
     std::mutex mu;
     std::condition_variable cv;
@@ -431,12 +439,12 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
       std::unique_lock lk(mu);
       cv.wait(lk, [&] { return rc.has_value(); });
     }
-    print_summary(r, out);
+    out.summary(r);
     if (*rc < 0) {
       r.error = *rc;
       r.error_message = fmt::format("writing {}: {}", metadata_name(o), std::strerror(-*rc));
     } else if (o.cleanup) {
-      out << "Cleaning up (deleting benchmark objects)\n";
+      out.aside("Cleaning up (deleting benchmark objects)\n");
       const Result c = cleanup(io, o, prefix, (r.ops + per_object - 1) / per_object, out);
       r.removed = c.removed;
       if (c.error != 0) {
@@ -444,7 +452,6 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
         r.error_message = c.error_message;
       }
     }
-    r.cpu = process_cpu() - cpu0;
     return r;
   }
 
@@ -455,7 +462,7 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
   const auto ops = static_cast<std::uint64_t>(m->ops);
   const std::string prefix = object_prefix(host, m->pid);
   r.object_size = m->object_size;
-  if (o.hints) out << "hints = 1\n";
+  if (o.hints) out.plain("hints = 1\n");
   const auto start = Clock::now();
   const auto stop = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.seconds));
   Progress p(out, m->op_size, start);
@@ -482,32 +489,24 @@ Result run(ObjectIO& io, const Options& o, std::ostream& out) {
                 });
       },
       [&](std::uint64_t i) { return Clock::now() < stop && (o.mode == Mode::rand || i < ops); });
-  for (const auto& oid : t.incorrect) fmt::print(out, "{} is not correct!\n", oid);
+  for (const auto& oid : t.incorrect) out.note(fmt::format("{} is not correct!\n", oid));
   Options ro = o;
   ro.op_size = m->op_size;
   fill_result(r, t, p, secs(Clock::now() - start), ro);
-  r.object_size = m->object_size;
-  if (r.error == 0) print_summary(r, out);
   r.cpu = process_cpu() - cpu0;
+  r.object_size = m->object_size;
+  if (r.error == 0) out.summary(r);
   return r;
 }
 
-void print_extras(const Result& r, std::ostream& out) {
-  if (r.mode == Mode::cleanup || r.ops == 0) return;
-  const auto& h = r.latency_ns;
-  fmt::print(out, "Latency p50/p90/p99/p99.9/p99.99(s): {} {} {} {} {}\n", g(h.percentile(50) / 1e9),
-             g(h.percentile(90) / 1e9), g(h.percentile(99) / 1e9), g(h.percentile(99.9) / 1e9),
-             g(h.percentile(99.99) / 1e9));
-  fmt::print(out, "Client CPU per op (us):  {} (user {}, system {})\n",
-             g(static_cast<double>(r.cpu.total_ns()) / 1e3 / static_cast<double>(r.ops)),
-             g(static_cast<double>(r.cpu.user_ns) / 1e3 / static_cast<double>(r.ops)),
-             g(static_cast<double>(r.cpu.system_ns) / 1e3 / static_cast<double>(r.ops)));
-  if (r.verify_failures) fmt::print(out, "Verify failures:        {}\n", r.verify_failures);
-}
+}  // namespace
 
 std::string to_json(const Result& r) {
   static constexpr const char* kModes[] = {"write", "seq", "rand", "cleanup"};
   const auto& h = r.latency_ns;
+  std::string counters;
+  for (const auto& [name, value] : r.client_counters)
+    counters += fmt::format("{}\"{}\":{}", counters.empty() ? "" : ",", name, value);
   const double per_op = r.ops ? static_cast<double>(r.cpu.total_ns()) / 1e3 / static_cast<double>(r.ops) : 0;
   return fmt::format(
       "{{\"mode\":\"{}\",\"error\":{},\"seconds\":{},\"ops\":{},\"op_size\":{},\"object_size\":{},"
@@ -515,7 +514,8 @@ std::string to_json(const Result& r) {
       "\"iops\":{},\"iops_stddev\":{},\"iops_max\":{},\"iops_min\":{},"
       "\"latency_s\":{{\"avg\":{},\"stddev\":{},\"min\":{},\"max\":{},\"p50\":{},\"p90\":{},\"p99\":{},"
       "\"p99.9\":{},\"p99.99\":{}}},"
-      "\"cpu\":{{\"user_s\":{},\"system_s\":{},\"us_per_op\":{}}},\"verify_failures\":{},\"removed\":{}}}",
+      "\"cpu\":{{\"user_s\":{},\"system_s\":{},\"us_per_op\":{}}},\"verify_failures\":{},\"removed\":{},"
+      "\"fresh_buffers\":{},\"client\":{{{}}}}}",
       kModes[static_cast<int>(r.mode)], r.error, r.seconds, r.ops, r.op_size, r.object_size, r.bandwidth_mib,
       r.bandwidth_stddev, r.bandwidth_max, r.bandwidth_min, r.iops_average, r.iops_stddev, r.iops_max, r.iops_min,
       h.count() ? h.mean() / 1e9 : 0.0, r.latency_stddev_s, static_cast<double>(h.min()) / 1e9,
@@ -523,7 +523,7 @@ std::string to_json(const Result& r) {
       static_cast<double>(h.percentile(90)) / 1e9, static_cast<double>(h.percentile(99)) / 1e9,
       static_cast<double>(h.percentile(99.9)) / 1e9, static_cast<double>(h.percentile(99.99)) / 1e9,
       static_cast<double>(r.cpu.user_ns) / 1e9, static_cast<double>(r.cpu.system_ns) / 1e9, per_op,
-      r.verify_failures, r.removed);
+      r.verify_failures, r.removed, r.fresh_buffers, counters);
 }
 
 }  // namespace siphon::bench::rados

@@ -20,7 +20,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
+#include "msgr/base/buffer.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/histogram.h"
 
@@ -37,10 +40,13 @@ class ObjectIO {
   using ReadDone = std::function<void(int r, std::span<const std::string_view> data)>;
   virtual ~ObjectIO() = default;
   // WRITE `data` at `off` of `oid`; with `alloc_hint` preceded by a
-  // SETALLOCHINT(object_size, write_size = data.size()) as rados bench sends.
-  // `data` stays valid and unchanged until `done` has run (the runner reuses
-  // one buffer per slot, as rados bench does, rather than allocating per op).
-  virtual void write(const std::string& oid, std::uint64_t off, std::string_view data, bool alloc_hint,
+  // SETALLOCHINT(object_size, write_size = data.length()) as rados bench
+  // sends. The client may keep references to `data` (for a resend, in a
+  // queued message) as long as it likes, without copying it: the runner
+  // never changes bytes someone else still references. It reuses one
+  // buffer per slot, as rados bench does, only once the segment's use count
+  // says it is the sole holder, and takes a fresh buffer otherwise.
+  virtual void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
                      std::uint64_t object_size, Done done) = 0;
   virtual void write_full(const std::string& oid, std::string data, Done done) = 0;
   virtual void read(const std::string& oid, std::uint64_t off, std::uint64_t len, ReadDone done) = 0;
@@ -60,6 +66,8 @@ struct Options {
   std::string run_name;                       // metadata object ("" = benchmark_last_metadata)
   bool hints = true;                          // false with --no-hints
   bool verify = true;                         // false with --no-verify
+  bool json = false;                          // --format json: rados bench's JSON document
+  bool show_time = false;                     // --show-time: local time before each text line
   std::string hostname;                       // "" = gethostname()
   int pid = 0;                                // 0 = getpid()
 };
@@ -81,6 +89,7 @@ std::string object_name(std::string_view prefix, std::uint64_t index);
 std::string op_data(std::uint64_t index, std::uint64_t size);
 // Rewrites only the head of a buffer op_data() made (for reuse per slot).
 void stamp_op(std::uint64_t index, std::string& buf);
+void stamp_op(std::uint64_t index, char* buf, std::size_t size);
 
 struct Result {
   Mode mode = Mode::write;
@@ -94,16 +103,23 @@ struct Result {
   double iops_stddev = 0;
   std::uint64_t iops_max = 0, iops_min = 0;
   Histogram latency_ns;           // per op, submission to completion
+  std::vector<double> ops_per_second;  // the status lines' samples (ops finished in each second)
   double latency_stddev_s = 0;
   std::uint64_t verify_failures = 0;
   std::uint64_t removed = 0;      // objects deleted by cleanup
-  CpuTimes cpu;                   // this process over the run
+  std::uint64_t fresh_buffers = 0;  // write: slot buffers replaced because the client still held them
+  CpuTimes cpu;                   // this process over the run (a write run's write phase)
+  // The client's own counters (the OSD client's sends, resends, session
+  // resets...), set by the caller; in to_json() as "client".
+  std::vector<std::pair<std::string, std::uint64_t>> client_counters;
 };
 
-// Runs one bench; progress and rados bench's summary go to `out`.
-Result run(ObjectIO& io, const Options& opt, std::ostream& out);
-// Siphon's additions after the summary: percentiles and CPU per op.
-void print_extras(const Result& r, std::ostream& out);
+// Runs one bench. Progress, rados bench's summary and Siphon's additions
+// (latency percentiles, CPU per op) go to `out`, as text or (opt.json) one
+// JSON document; what rados bench writes to standard error ("X is not
+// correct!") and, with JSON, the lines outside the document go to `err`.
+Result run(ObjectIO& io, const Options& opt, std::ostream& out, std::ostream& err);
+inline Result run(ObjectIO& io, const Options& opt, std::ostream& out) { return run(io, opt, out, out); }
 // The result as one JSON object (siphon-bench --json).
 std::string to_json(const Result& r);
 

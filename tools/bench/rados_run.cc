@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 
+#include <malloc.h>
+
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
@@ -12,6 +14,7 @@
 
 #include "rados/client/objecter.h"
 #include "tools/bench/rados_bench.h"
+#include "tools/bench/report.h"
 #include "tools/bench/workload.h"
 #include "tools/rados/cluster.h"
 
@@ -34,7 +37,11 @@ USAGE
   --run-name NAME      the metadata object (default benchmark_last_metadata)
   --no-hints           write: no SETALLOCHINT before each write
   --no-verify          seq/rand: do not check the bytes read back
-  --json FILE          the result as JSON ('-': stdout, the table then goes to stderr)
+  --format json        rados bench's JSON on stdout instead of the table (rados bench's keys,
+                       then latency_p50..p99.99 and cpu_us_per_op); lines outside it go to stderr
+  --show-time          the local time before each line, as rados bench --show-time
+  --json FILE          Siphon's result document ('-': stdout, the table then goes to stderr)
+  --plot FILE.svg      latency CDF and ops per second over the run (write, seq, rand)
   --osd-op-timeout SEC fail an op an OSD has not answered after SEC s (default 30; 0 = never)
   --connect-timeout SEC  give up reaching the monitors after SEC s (default 30)
   -c CONF, -m ADDR, -k KEYRING, -n TYPE.ID, --id ID, --<ceph option> VALUE    as for rados
@@ -59,12 +66,17 @@ class RadosIO final : public rados::ObjectIO {
  public:
   RadosIO(siphon::rados::Objecter& o, std::int64_t pool) : o_(o), pool_(pool) {}
 
-  void write(const std::string& oid, std::uint64_t off, std::string_view data, bool alloc_hint,
+  void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
              std::uint64_t object_size, Done done) override {
     std::vector<siphon::rados::OsdOp> ops;
     if (alloc_hint)
-      ops.push_back(siphon::rados::OsdOp::setallochint(object_size, data.size(), siphon::rados::kAllocHintBench));
-    ops.push_back(siphon::rados::OsdOp::write(off, BufferList::copy_of(data)));
+      ops.push_back(siphon::rados::OsdOp::setallochint(object_size, data.length(), siphon::rados::kAllocHintBench));
+    // The runner's buffer by reference: the op (kept for resends) and the
+    // message's data segment share it, as rados bench hands librados its
+    // slot's buffer; the runner does not touch it while they hold it.
+    BufferList bl;
+    bl.append(data);
+    ops.push_back(siphon::rados::OsdOp::write(off, std::move(bl)));
     submit(oid, std::move(ops), std::move(done));
   }
   void write_full(const std::string& oid, std::string data, Done done) override {
@@ -103,9 +115,17 @@ bool parse_count(const std::string& v, std::uint64_t& out) {
 }  // namespace
 
 int run_rados(const std::vector<std::string>& a) {
+  // A 4 MiB read reply arrives in a receive buffer of its own, freed when
+  // the op completes: at glibc's defaults each is mmapped and unmapped, so
+  // every op pays page faults and zeroing for 4 MiB (a third of a 4 MiB seq
+  // run's CPU; docs/performance.md). Keep such blocks in the heap instead,
+  // as rados does through tcmalloc. The library's own fix would be a pool
+  // of receive segments in the transport.
+  ::mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  ::mallopt(M_TRIM_THRESHOLD, 512 << 20);
   rados::Options opt;
   rados_tool::ConfigFlags config;
-  std::string pool, json;
+  std::string pool, json, plot;
   double op_timeout = 30, connect_timeout = 30;
   std::vector<std::string> words;
   std::string error;
@@ -138,6 +158,12 @@ int run_rados(const std::vector<std::string>& a) {
       opt.run_name = v;
     } else if (take({"--json"})) {
       json = v;
+    } else if (take({"--plot"})) {
+      plot = v;
+    } else if (take({"--format", "-f"})) {
+      if (v != "json" && v != "plain")
+        return usage_error(fmt::format("--format: '{}' is not supported (json, or plain for the table)", v));
+      opt.json = v == "json";
     } else if (take({"--osd-op-timeout", "--rados-osd-op-timeout"})) {
       const auto s = rados_tool::parse_seconds(v, true);
       if (!s) return usage_error(fmt::format("--osd-op-timeout: '{}' is not a non-negative number of seconds", v));
@@ -156,6 +182,8 @@ int run_rados(const std::vector<std::string>& a) {
       opt.verify = false;
     } else if (w == "--verify") {
       opt.verify = true;
+    } else if (w == "--show-time") {
+      opt.show_time = true;
     } else if (config.take(a, i, error)) {
       continue;
     } else if (!error.empty()) {
@@ -180,6 +208,8 @@ int run_rados(const std::vector<std::string>& a) {
   } else {
     return usage_error("expected SECONDS write|seq|rand, or cleanup");
   }
+  if (opt.json && json == "-")
+    return usage_error("--format json and --json - both write to stdout: give --json a file");
   if (opt.object_size && opt.object_size < opt.op_size)
     return usage_error("-O: the object size must be at least the op size (-b)");
 
@@ -201,9 +231,20 @@ int run_rados(const std::vector<std::string>& a) {
   }
   RadosIO io(cluster.objecter(), pool_id);
   std::ostream& out = json == "-" ? std::cerr : std::cout;
-  const rados::Result r = rados::run(io, opt, out);
-  rados::print_extras(r, out);
+  rados::Result r = rados::run(io, opt, out, std::cerr);
   out.flush();
+  // What the OSD client did underneath: resends and session resets show
+  // that ops survived an OSD going away (stderr, so the table stays rados bench's).
+  const siphon::rados::ObjecterStats st = cluster.objecter().stats();
+  r.client_counters = {{"ops_sent", st.ops_sent},         {"resends", st.resends},
+                       {"session_resets", st.session_resets}, {"map_epochs", st.map_epochs},
+                       {"backoffs", st.backoffs},         {"timeouts", st.timeouts},
+                       {"decode_errors", st.decode_errors}};
+  if (st.resends || st.session_resets || st.backoffs || st.timeouts || st.decode_errors)
+    fmt::print(stderr,
+               "siphon-bench rados: osd client: {} ops sent, {} resent, {} OSD session resets, {} backoffs, "
+               "{} timed out, {} map epochs\n",
+               st.ops_sent, st.resends, st.session_resets, st.backoffs, st.timeouts, st.map_epochs);
   cluster.shutdown();
   if (!json.empty()) {
     const std::string doc = rados::to_json(r) + "\n";
@@ -216,6 +257,22 @@ int run_rados(const std::vector<std::string>& a) {
         fmt::print(stderr, "siphon-bench rados: cannot write {}\n", json);
         return 1;
       }
+    }
+  }
+  if (!plot.empty() && opt.mode != rados::Mode::cleanup) {
+    // The plot of the other modes: latency CDF and a rate per second.
+    Result pr;
+    static constexpr const char* kModes[] = {"write", "seq", "rand", "cleanup"};
+    pr.mode = "rados";
+    pr.ms_type = "rados bench";
+    pr.pattern = kModes[static_cast<int>(opt.mode)];
+    pr.latency = r.latency_ns;
+    pr.msgs_per_second = r.ops_per_second;
+    std::ofstream f(plot);
+    write_svg(f, pr);
+    if (!(f.flush())) {
+      fmt::print(stderr, "siphon-bench rados: cannot write {}\n", plot);
+      return 1;
     }
   }
   if (r.error != 0) {

@@ -4,10 +4,14 @@ interleaved (docs/performance.md "siphon-bench rados vs rados bench").
 
   rados_side_by_side.py SIPHON_BENCH CEPH_CONF POOL [--sizes 4096,4194304]
                         [--threads 16] [--seconds 10] [--rounds 2]
+                        [--also NAME=SIPHON_BENCH ...]
 
 Per size and round: rados bench write, siphon-bench rados write, then each
 tool's seq on its own objects, then cleanup (rados bench cleanup for both);
-the order of the two tools alternates by round. Each process's CPU (user +
+the order of the tools alternates by round (reversed every other round).
+--also adds another siphon-bench binary under NAME (a build from before a
+change, say), so a change is measured against its own baseline in the same
+run. Each process's CPU (user +
 system, all threads) comes from the kernel's rusage of the child (wait4),
 the same counters /proc/<pid>/stat shows. Prints one markdown row per run
 and the load average before and after."""
@@ -47,11 +51,17 @@ def main():
     ap.add_argument("--threads", type=int, default=16)
     ap.add_argument("--seconds", type=float, default=10)
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--also", action="append", default=[], metavar="NAME=SIPHON_BENCH")
     a = ap.parse_args()
     tools = {
         "rados bench": ["rados", "-c", a.conf, "bench", "-p", a.pool],
         "siphon-bench rados": [a.siphon_bench, "rados", "-c", a.conf, "-p", a.pool],
     }
+    for extra in a.also:
+        name, sep, path = extra.partition("=")
+        if not sep or not name or not path:
+            ap.error(f"--also {extra!r}: expected NAME=PATH")
+        tools[name] = [path, "rados", "-c", a.conf, "-p", a.pool]
     print(f"load average before: {open('/proc/loadavg').read().split()[:3]}")
     print("| size | mode | round | tool | ops | MiB/s | IOPS | avg lat ms | CPU s | CPU us/op |")
     print("|---|---|---|---|---|---|---|---|---|---|")

@@ -335,7 +335,8 @@ void write_svg(std::ostream& os, const Result& r) {
   }
   // Panel 2: throughput per second.
   const int top = H + M;
-  fmt::print(os, "<text x=\"{}\" y=\"{}\">messages per second over time</text>\n", M, H + 20);
+  fmt::print(os, "<text x=\"{}\" y=\"{}\">{} per second over time</text>\n", M, H + 20,
+             r.mode == "rados" ? "ops" : "messages");
   fmt::print(os, "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"black\"/>\n", M, top, pw, ph);
   if (!r.msgs_per_second.empty()) {
     const double peak = std::max(1.0, *std::max_element(r.msgs_per_second.begin(), r.msgs_per_second.end()));

@@ -3,11 +3,14 @@
 #include "tools/bench/rados_bench.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <condition_variable>
 #include <deque>
 #include <map>
 #include <mutex>
+#include <regex>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -28,18 +31,31 @@ class FakeStore final : public ObjectIO {
     worker_.join();
   }
 
-  void write(const std::string& oid, std::uint64_t off, std::string_view data, bool alloc_hint,
+  void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
              std::uint64_t object_size, Done done) override {
-    // The runner promises `data` until done: copy it on the worker, later.
-    post([this, oid, off, data, alloc_hint, object_size, done = std::move(done)] {
+    // A reference to the runner's buffer, read on the worker, later -- with
+    // hold_ after the op is reported done, as a client's queue could.
+    post([this, oid, off, data = BufferPtr(data), alloc_hint, object_size, done = std::move(done)]() mutable {
       if (fail_writes_after_ >= 0 && writes_ >= fail_writes_after_) return done(-ENOSPC);
       ++writes_;
       if (alloc_hint) hinted_sizes_[oid] = object_size;
-      auto& o = objects_[oid];
-      if (o.size() < off + data.size()) o.resize(off + data.size(), '\0');
-      o.replace(off, data.size(), data);
+      if (hold_ == 0) {
+        apply(oid, off, data);
+        data = BufferPtr();  // let go before reporting, as the OSD client does
+        return done(0);
+      }
       done(0);
+      held_.push_back({oid, off, data});
+      while (held_.size() > hold_) {
+        apply(held_.front().oid, held_.front().off, held_.front().data);
+        held_.pop_front();
+      }
     });
+  }
+  // Applies the writes still held (between runs).
+  void flush_held() {
+    for (const Held& h : held_) apply(h.oid, h.off, h.data);
+    held_.clear();
   }
   void write_full(const std::string& oid, std::string_view data, Done done) {
     objects_[oid] = std::string(data);
@@ -72,8 +88,20 @@ class FakeStore final : public ObjectIO {
   std::map<std::string, std::uint64_t> hinted_sizes_;
   int fail_writes_after_ = -1;
   int writes_ = 0, reads_ = 0;
+  std::size_t hold_ = 0;  // writes whose buffer is read only after this many more
 
  private:
+  struct Held {
+    std::string oid;
+    std::uint64_t off;
+    BufferPtr data;
+  };
+  void apply(const std::string& oid, std::uint64_t off, const BufferPtr& data) {
+    auto& o = objects_[oid];
+    if (o.size() < off + data.length()) o.resize(off + data.length(), '\0');
+    o.replace(off, data.length(), reinterpret_cast<const char*>(data.data()), data.length());
+  }
+  std::deque<Held> held_;
   void post(std::function<void()> fn) {
     {
       std::lock_guard lk(mu_);
@@ -213,6 +241,32 @@ TEST(RadosBenchRun, ObjectsLargerThanOpsTakeSeveralWrites) {
   EXPECT_EQ(run(s, opts(Mode::cleanup), rd).removed, 3u);
 }
 
+// A client that still holds a write's buffer after reporting it done (a
+// resend queued, a message not yet freed): the runner must not stamp the
+// slot's next op into those bytes, and takes a fresh buffer instead.
+TEST(RadosBenchRun, BuffersHeldByTheClientAreNeverRewritten) {
+  FakeStore s;
+  s.hold_ = 6;  // more than the 4 slots: every slot's buffer is still held when it comes round
+  auto o = opts(Mode::write);
+  o.cleanup = false;
+  o.max_objects = 40;
+  o.seconds = 30;
+  std::ostringstream out;
+  const Result r = run(s, o, out);
+  ASSERT_EQ(r.error, 0) << r.error_message;
+  ASSERT_EQ(r.ops, 40u);
+  s.flush_held();
+  for (std::uint64_t i = 0; i < r.ops; ++i)
+    ASSERT_EQ(s.objects_.at("benchmark_data_vm_3583_object" + std::to_string(i)), op_data(i, 4096)) << "op " << i;
+  EXPECT_GT(r.fresh_buffers, 0u);
+
+  // A client that lets go at once: the slots' buffers are reused, not copied.
+  FakeStore quick;
+  const Result q = run(quick, o, out);
+  ASSERT_EQ(q.error, 0);
+  EXPECT_LT(q.fresh_buffers, q.ops / 2) << "reuse is the rule when nobody holds the buffer";
+}
+
 TEST(RadosBenchRun, CorruptDataIsReported) {
   FakeStore s;
   auto o = opts(Mode::write);
@@ -249,6 +303,97 @@ TEST(RadosBenchRun, ErrorsStopTheRunAndNameTheCause) {
   s.objects_["benchmark_last_metadata"] = "short";
   const Result bad = run(s, opts(Mode::seq), out);
   EXPECT_EQ(bad.error, -EINVAL);
+}
+
+// --format json: "hints = 1", then one document with rados bench's keys
+// (string values) and Siphon's after them; the lines outside it go to the
+// error stream, so the document always parses -- after an error too.
+TEST(RadosBenchOutput, JsonIsRadosBenchsDocument) {
+  FakeStore s;
+  auto o = opts(Mode::write);
+  o.json = true;
+  o.seconds = 1.2;  // a status line after second 1
+  std::ostringstream out, err;
+  const Result wr = run(s, o, out, err);
+  ASSERT_EQ(wr.error, 0) << wr.error_message;
+  const std::string text = out.str();
+  ASSERT_EQ(text.rfind("hints = 1\n{", 0), 0u) << text;
+  const auto j = nlohmann::json::parse(text.substr(10));
+  for (const char* k : {"concurrent_ios", "object_size", "op_size", "seconds_to_run", "max_objects", "object_prefix",
+                        "datas", "total_time_run", "total_writes_made", "write_size", "bandwidth", "stddev_bandwidth",
+                        "max_bandwidth", "min_bandwidth", "average_iops", "stddev_iops", "max_iops", "min_iops",
+                        "average_latency", "stddev_latency", "max_latency", "min_latency", "latency_p50",
+                        "latency_p99.99", "cpu_us_per_op"})
+    EXPECT_TRUE(j.contains(k)) << k << " in " << text;
+  EXPECT_EQ(j["concurrent_ios"], "4");
+  EXPECT_EQ(j["object_prefix"], "benchmark_data_vm_3583");
+  EXPECT_EQ(j["total_writes_made"], std::to_string(wr.ops));
+  ASSERT_GE(j["datas"].size(), 2u);
+  EXPECT_EQ(j["datas"][0]["sec"], "0");
+  EXPECT_EQ(j["datas"][1]["sec"], "1");
+  EXPECT_EQ(j["datas"][0]["last_lat"], "0.000000") << "rados bench's 0 where the table has '-'";
+  ASSERT_EQ(wr.ops_per_second.size(), j["datas"].size() - 1) << "one sample per status line after second 0";
+  EXPECT_EQ(std::to_string(static_cast<std::uint64_t>(wr.ops_per_second[0])), j["datas"][1]["finished"]);
+  EXPECT_FALSE(j.contains("error"));
+  EXPECT_EQ(text.find("Removed"), std::string::npos);
+  EXPECT_NE(err.str().find("Removed " + std::to_string(wr.ops) + " objects\n"), std::string::npos) << err.str();
+
+  // seq over a damaged object: the line goes to the error stream.
+  o.cleanup = false;
+  o.seconds = 0.3;
+  ASSERT_EQ(run(s, o, out, err).error, 0);
+  s.objects_.at("benchmark_data_vm_3583_object0")[100] = 'y';
+  auto so = opts(Mode::seq);
+  so.json = true;
+  so.seconds = 30;
+  std::ostringstream sout, serr;
+  const Result sr = run(s, so, sout, serr);
+  const auto sj = nlohmann::json::parse(sout.str().substr(10));
+  EXPECT_EQ(sj["total_reads_made"], std::to_string(sr.ops));
+  EXPECT_EQ(sj["read_size"], "4096");
+  EXPECT_EQ(sj["verify_failures"], "1");
+  EXPECT_FALSE(sj.contains("stddev_latency")) << "rados bench's read keys";
+  EXPECT_EQ(serr.str(), "benchmark_data_vm_3583_object0 is not correct!\n");
+
+  // A failed run still closes the document, naming the error.
+  s.fail_writes_after_ = s.writes_ + 3;
+  auto fo = opts(Mode::write);
+  fo.json = true;
+  fo.seconds = 30;
+  std::ostringstream fout, ferr;
+  const Result fr = run(s, fo, fout, ferr);
+  ASSERT_EQ(fr.error, -ENOSPC);
+  const auto fj = nlohmann::json::parse(fout.str().substr(10));
+  EXPECT_EQ(fj["error"], std::to_string(-ENOSPC));
+  EXPECT_NE(fj["error_message"].get<std::string>().find("No space left on device"), std::string::npos);
+}
+
+// --show-time: rados bench's local time before each line it writes (the
+// summary is one block, stamped once); "hints = 1" is not stamped.
+TEST(RadosBenchOutput, ShowTimeStampsEachLine) {
+  FakeStore s;
+  auto o = opts(Mode::write);
+  o.show_time = true;
+  std::ostringstream out;
+  ASSERT_EQ(run(s, o, out).error, 0);
+  const std::regex stamp(R"(^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d{4} )");
+  std::istringstream lines(out.str());
+  std::string line;
+  std::vector<std::string> stamped, plain;
+  while (std::getline(lines, line)) (std::regex_search(line, stamp) ? stamped : plain).push_back(line);
+  ASSERT_FALSE(plain.empty());
+  EXPECT_EQ(plain.front(), "hints = 1");
+  EXPECT_GE(stamped.size(), 5u) << out.str();
+  EXPECT_NE(stamped[0].find(" Maintaining 4 concurrent writes"), std::string::npos) << stamped[0];
+  EXPECT_NE(stamped[1].find(" Object prefix: benchmark_data_vm_3583"), std::string::npos);
+  EXPECT_NE(stamped[2].find("   sec Cur ops"), std::string::npos);
+  EXPECT_TRUE(std::any_of(stamped.begin(), stamped.end(),
+                          [](const std::string& l) { return l.find(" Total time run:") != std::string::npos; }))
+      << out.str();
+  for (const std::string& p : plain) {
+    if (p.rfind("Total writes made:", 0) == 0) return;  // the summary's second line: not stamped
+  }
+  ADD_FAILURE() << "the summary's lines after its first are stamped: " << out.str();
 }
 
 }  // namespace
