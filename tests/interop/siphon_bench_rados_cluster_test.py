@@ -52,10 +52,7 @@ def rados(c, *args, timeout=120):
     return run(["rados", "-c", c.conf, *args], check=False, timeout=timeout)
 
 
-def op_data(index, size):
-    """rados bench's contents of op `index`: "I'm the %16dth op!", NUL, 'z'."""
-    head = (b"I'm the %16dth op!" % index)[:size - 1] + b"\0"
-    return head + b"z" * (size - len(head))
+op_data = mo.rados_bench_op_data
 
 
 def listing(c):
@@ -207,11 +204,7 @@ def main():
     try:
         up = [c.start_osd() for _ in range(3)]
         c.wait_up(up)
-        for i, osd in enumerate(up):
-            h = f"host{i}"
-            c.ceph("osd", "crush", "add-bucket", h, "host")
-            c.ceph("osd", "crush", "move", h, "root=default")
-            c.ceph("osd", "crush", "add", f"osd.{osd}", "1.0", f"host={h}", "root=default")
+        c.one_host_each(up)
         c.ceph("osd", "pool", "create", POOL, "16", "16", "replicated")
         c.ceph("osd", "pool", "set", POOL, "size", "3")
         c.ceph("osd", "pool", "set", POOL, "min_size", "2")

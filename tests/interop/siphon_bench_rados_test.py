@@ -50,10 +50,7 @@ def rados(c, *args, timeout=120):
     return run(["rados", "-c", c.conf, *args], check=False, timeout=timeout)
 
 
-def op_data(index, size):
-    """rados bench's contents of op `index`: "I'm the %16dth op!", NUL, 'z'."""
-    head = (b"I'm the %16dth op!" % index)[:size - 1] + b"\0"
-    return head + b"z" * (size - len(head))
+op_data = mo.rados_bench_op_data
 
 
 def wait_active(c, timeout=180):

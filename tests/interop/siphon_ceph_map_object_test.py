@@ -159,6 +159,16 @@ class Cluster:
             time.sleep(0.1)
         raise RuntimeError(f"osd.{osd_id} wrote no new pid file (logs in {self.tmp}/log)")
 
+    def one_host_each(self, osds):
+        """Puts each OSD under a host bucket of its own (host0, host1, ...)
+        below root=default, so a replicated pool's copies land on different
+        OSDs."""
+        for i, osd in enumerate(osds):
+            h = f"host{i}"
+            self.ceph("osd", "crush", "add-bucket", h, "host")
+            self.ceph("osd", "crush", "move", h, "root=default")
+            self.ceph("osd", "crush", "add", f"osd.{osd}", "1.0", f"host={h}", "root=default")
+
     def stop_osds(self):
         for pid in self.osd_pids:
             try:
@@ -178,6 +188,12 @@ class Cluster:
                     os.kill(pid, 9)
                 except OSError:
                     pass
+
+
+def rados_bench_op_data(index, size):
+    """rados bench's contents of op `index`: "I'm the %16dth op!", NUL, 'z'."""
+    head = (b"I'm the %16dth op!" % index)[:size - 1] + b"\0"
+    return head + b"z" * (size - len(head))
 
 
 def start_cluster(fixture, tmp, conf, cephx=False):

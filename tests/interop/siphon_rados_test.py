@@ -96,11 +96,7 @@ def main():
             return 1
         up = [c.start_osd() for _ in range(3)]
         c.wait_up(up)
-        for i, osd in enumerate(up):
-            h = f"host{i}"
-            c.ceph("osd", "crush", "add-bucket", h, "host")
-            c.ceph("osd", "crush", "move", h, "root=default")
-            c.ceph("osd", "crush", "add", f"osd.{osd}", "1.0", f"host={h}", "root=default")
+        c.one_host_each(up)
         c.ceph("osd", "pool", "create", "rep", "16", "16", "replicated")
         c.ceph("osd", "pool", "set", "rep", "size", "3")
         c.ceph("osd", "pool", "set", "rep", "min_size", "2")
