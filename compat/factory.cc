@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <chrono>
+#include <optional>
 
 #include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
@@ -290,7 +291,13 @@ std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose) 
   o.role = purpose == Purpose::public_network    ? "public"
            : purpose == Purpose::cluster_network ? "cluster"
                                                  : "client";
-  return Messenger::create(create_stack(cfg, purpose), messenger_name(cfg), std::move(o));
+  const entity_name_t name = messenger_name(cfg);
+  // A daemon named mon.* listens with nonce 0, as ceph-mon does: clients
+  // dial a monitor at an address from -m / mon_host, whose nonce is 0, and
+  // the server checks CLIENT_IDENT's target address, nonce included.
+  std::optional<std::uint32_t> nonce;
+  if (name.type == entity_type::mon && purpose != Purpose::client) nonce = 0;
+  return Messenger::create(create_stack(cfg, purpose), name, std::move(o), nonce);
 }
 
 }  // namespace siphon::compat

@@ -48,7 +48,8 @@ entity_name_t messenger_name(const Config& cfg);
 std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpose);
 
 // A messenger on the stack `purpose` selects, named after the Config's
-// entity, with its options. Throws SetupError like create_stack.
+// entity, with its options (a mon.* daemon's public and cluster messengers
+// use nonce 0, as ceph-mon does). Throws SetupError like create_stack.
 std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose);
 
 // The registry behind create_stack: stack name ("posix", "rdma", ...) to a

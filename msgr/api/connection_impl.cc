@@ -205,6 +205,13 @@ void ConnectionImpl::handle_step(Step&& step) {
     SIPHON_LOG(session, 1, "refused the authentication of a peer from {}: {}",
                conn_ ? conn_->peer_address().to_string() : std::string("?"), step.auth_refused);
   }
+  if (step.authenticated && server_hs_) {
+    core_->counters.auth_accepted.fetch_add(1, std::memory_order_relaxed);
+    const session::PeerInfo& who = server_hs_->peer();
+    SIPHON_LOG(session, 5, "authenticated {} from {} as global_id {}: cephx, {} mode", who.auth_name.to_string(),
+               conn_ ? conn_->peer_address().to_string() : std::string("?"), who.global_id,
+               who.con_mode == proto::kConModeSecure ? "secure" : "crc");
+  }
   if (step.learned_addr && client_hs_) core_->learned_addr(client_hs_->me().addrs);
   if (step.session_reset) {
     SIPHON_LOG(session, 1, "peer {} reset our session (full={})", peer_.addrs.to_string(),

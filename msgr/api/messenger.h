@@ -70,6 +70,8 @@ struct MessengerStats {
   std::uint64_t send_queue_full = 0;      // send_message() calls refused: ms_max_queued_send_bytes_per_connection
   std::uint64_t auth_refused = 0;         // peers' auth attempts refused or failed (wrong or unknown key,
                                           // no common method or mode, bad AUTH_SIGNATURE), either side
+  std::uint64_t auth_accepted = 0;        // peers this accepting side authenticated with cephx (key proven,
+                                          // AUTH_SIGNATURE checked)
   std::uint64_t decrypt_errors = 0;       // secure-mode frames whose GCM tag failed (connection faulted)
   // Gauges (current values, not monotonic):
   std::uint64_t connections = 0;          // connections open or closing (sessions and handshakes)

@@ -58,6 +58,7 @@ struct Counters {
         connections_refused(l, l_siphon_msgr_connections_refused),
         send_queue_full(l, l_siphon_msgr_send_queue_full),
         auth_refused(l, l_siphon_msgr_auth_refused),
+        auth_accepted(l, l_siphon_msgr_auth_accepted),
         decrypt_errors(l, l_siphon_msgr_decrypt_errors) {}
   std::atomic<std::uint64_t> messages_sent{0};
   std::atomic<std::uint64_t> messages_received{0};
@@ -72,6 +73,7 @@ struct Counters {
   MessengerCounter connections_refused;
   MessengerCounter send_queue_full;
   MessengerCounter auth_refused;
+  MessengerCounter auth_accepted;
   MessengerCounter decrypt_errors;
 };
 

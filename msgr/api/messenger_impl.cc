@@ -156,6 +156,7 @@ class MessengerImpl final : public Messenger {
     s.connections_refused = c.connections_refused.load();
     s.send_queue_full = c.send_queue_full.load();
     s.auth_refused = c.auth_refused.load();
+    s.auth_accepted = c.auth_accepted.load();
     s.decrypt_errors = c.decrypt_errors.load();
     s.connections = core_->live_count();
     s.undispatched_bytes = core_->dispatch_bytes.load(std::memory_order_acquire);

@@ -28,6 +28,9 @@ std::shared_ptr<perf::Logger> make_messenger_logger(const std::string& entity) {
   b.add_u64_counter(l_siphon_msgr_auth_refused, "auth_refused",
                     "Peers' authentication attempts refused or failed (wrong or unknown key, no common method or mode)",
                     {}, perf::kUseful);
+  b.add_u64_counter(l_siphon_msgr_auth_accepted, "auth_accepted",
+                    "Peers authenticated with cephx by this (accepting) side: proof of key and AUTH_SIGNATURE checked",
+                    {}, perf::kUseful);
   b.add_u64_counter(l_siphon_msgr_decrypt_errors, "decrypt_errors",
                     "Secure-mode frames whose AES-GCM tag failed (the connection faulted)", {}, perf::kInteresting);
   b.add_u64(l_siphon_msgr_connections, "connections", "Connections open or closing (sessions and handshakes)", {},

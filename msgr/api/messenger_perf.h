@@ -35,6 +35,7 @@ enum MessengerPerfIdx : int {
   l_siphon_msgr_connections_refused,
   l_siphon_msgr_send_queue_full,
   l_siphon_msgr_auth_refused,
+  l_siphon_msgr_auth_accepted,
   l_siphon_msgr_decrypt_errors,
   l_siphon_msgr_connections,
   l_siphon_msgr_undispatched_bytes,

@@ -207,6 +207,10 @@ struct Step {
   // unknown entity, no common method or mode); the handshake goes on (the
   // peer may try again, as Ceph allows) and the driver logs and counts it.
   std::string auth_refused;
+  // Server: the peer just proved its cephx key and its AUTH_SIGNATURE
+  // checked out (peer() says who, in which mode); the driver logs and
+  // counts it.
+  bool authenticated = false;
   // Client ready after SESSION_RECONNECT_OK: the peer's in_seq.
   bool reconnected = false;
   std::uint64_t peer_in_seq = 0;

@@ -147,9 +147,12 @@ Step ServerHandshake::on_signature(const Frame& f) {
                                                    peer_.auth_name.to_string()));
     tx_.clear();
     rx_.clear();
-  } else if (auto fault = check_signature(f)) {
-    return *std::move(fault);
+    state_ = State::ident_wait;
+    Step s;
+    s.authenticated = true;
+    return s;
   }
+  if (auto fault = check_signature(f)) return *std::move(fault);
   state_ = State::ident_wait;
   return {};
 }

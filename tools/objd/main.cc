@@ -55,7 +55,10 @@ Authentication (docs/security.md 5b): auth_service_required (clients) and
 auth_cluster_required (daemons), Ceph's default cephx; cephx admits the
 entities of the keyring with their keys, in the modes ms_service_mode /
 ms_cluster_mode allow. With no keyring found and the lists at their default,
-peers are let in without authentication (a warning says so).
+peers are let in without authentication (a warning says so). Named mon.ID
+(-n), objd binds with nonce 0 and applies ms_mon_service_mode, as a monitor
+does, so the stock `ceph -m ADDR -k KEYRING` authenticates against it (and
+then times out: objd serves no maps).
 )";
 
 int usage_error(const std::string& msg) {
@@ -263,6 +266,8 @@ int run(int argc, char** argv) {
   // Each refusal was logged when it happened (subsystem session, level 1).
   fmt::print("siphon-objd {}: refused {} authentication attempt(s)\n", me,
              public_msgr->stats().auth_refused + cluster_msgr->stats().auth_refused);
+  fmt::print("siphon-objd {}: authenticated {} peer(s) with cephx\n", me,
+             public_msgr->stats().auth_accepted + cluster_msgr->stats().auth_accepted);
   return code;
 }
 
