@@ -373,6 +373,20 @@ bool GcmStream::open(std::span<const ByteView> parts, ByteView tag, std::uint8_t
   return true;
 }
 
+bool GcmStream::peek(ByteView cipher_prefix, std::uint8_t* out, std::string& why) const {
+  Ctx ctx(EVP_CIPHER_CTX_new());
+  int n = 0;
+  // Decrypting without the tag and never calling Final: the keystream only.
+  const bool ok =
+      ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) == 1 &&
+      EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) == 1 &&
+      EVP_DecryptUpdate(ctx.get(), out, &n, cipher_prefix.data(), static_cast<int>(cipher_prefix.size())) == 1 &&
+      static_cast<std::size_t>(n) == cipher_prefix.size();
+  if (!ok) why = "OpenSSL AES-128-GCM decryption failed";
+  return ok;
+}
+
 void random_bytes(std::span<std::uint8_t> out) {
   if (RAND_bytes(out.data(), static_cast<int>(out.size())) != 1) {
     // OpenSSL's DRBG failing means the process has no entropy source at

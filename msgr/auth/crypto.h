@@ -107,6 +107,13 @@ class GcmStream {
   // ciphertext in `parts` with its `tag` -> plaintext at `out`.
   bool seal(std::span<const ByteView> parts, std::uint8_t* out, std::string& why);
   bool open(std::span<const ByteView> parts, ByteView tag, std::uint8_t* out, std::string& why);
+  // The first bytes of the next message's plaintext, from the first bytes
+  // of its ciphertext, NOT authenticated and without taking the nonce
+  // (GCM is counter mode: a prefix decrypts alone). Only for msgr2 rev0,
+  // whose receiver needs the preamble's lengths before it can read the
+  // whole message and check its tag (cephx.md §6.3); open() then checks
+  // the tag over the same bytes.
+  bool peek(ByteView cipher_prefix, std::uint8_t* out, std::string& why) const;
   std::array<std::uint8_t, kGcmNonceSize> nonce() const noexcept { return nonce_; }
 
  private:

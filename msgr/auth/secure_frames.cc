@@ -16,6 +16,7 @@ constexpr std::size_t kEpilogue = 16;
 constexpr std::uint8_t kLateStatusMask = 0x0F;
 constexpr std::uint8_t kLateStatusComplete = 0x0E;
 constexpr std::uint8_t kLateStatusAborted = 0x01;
+constexpr std::uint8_t kLateFlagAborted = 0x01;  // rev0's late_flags, bit 0
 constexpr std::array<std::uint8_t, kInline> kZeros{};
 
 constexpr std::size_t pad16(std::size_t n) noexcept { return (n + 15) & ~std::size_t{15}; }
@@ -47,6 +48,13 @@ void views_of(const BufferList& bl, std::size_t off, std::size_t len, std::vecto
   }
 }
 
+// rev0: the whole GCM message (preamble, padded segments, epilogue, tag).
+std::uint64_t rev0_length(const std::array<std::uint32_t, proto::kMaxSegments>& lens, std::size_t n) noexcept {
+  std::uint64_t total = proto::kPreambleSize + kEpilogue + kGcmTagSize;
+  for (std::size_t i = 0; i < n; ++i) total += pad16(lens[i]);
+  return total;
+}
+
 void add_padding(std::size_t len, std::vector<ByteView>& out) {
   if (const std::size_t pad = pad16(len) - len; pad > 0) out.emplace_back(kZeros.data(), pad);
 }
@@ -71,16 +79,39 @@ std::optional<SecureKeys> SecureKeys::from_secret(ByteView secret, bool connecti
 // ---------------------------------------------------------------------------
 // Encoder
 
-SecureFrameEncoder::SecureFrameEncoder(const SecureKeys& k) : tx_(k.key, k.tx_nonce, true) {}
+SecureFrameEncoder::SecureFrameEncoder(const SecureKeys& k, proto::FrameRev rev)
+    : tx_(k.key, k.tx_nonce, rev == proto::FrameRev::rev1), rev_(rev) {}
 
-std::size_t SecureFrameEncoder::encoded_length(const proto::Frame& frame) noexcept {
+std::size_t SecureFrameEncoder::encoded_length(const proto::Frame& frame, proto::FrameRev rev) noexcept {
   std::array<std::uint32_t, proto::kMaxSegments> lens{};
   for (std::size_t i = 0; i < proto::kMaxSegments; ++i)
     lens[i] = static_cast<std::uint32_t>(frame.segments[i].length());
+  if (rev == proto::FrameRev::rev0) return static_cast<std::size_t>(rev0_length(lens, frame.num_segments()));
   return kFirstWire + static_cast<std::size_t>(rest_length(lens, frame.num_segments()));
 }
 
+bool SecureFrameEncoder::encode_rev0(const proto::Frame& frame, BufferList& out, std::string& why) {
+  const std::size_t n = frame.num_segments();
+  const std::size_t total = encoded_length(frame, proto::FrameRev::rev0);
+  Segment* seg = Segment::allocate(total);
+  BufferPtr wire(seg, 0, total);
+  std::vector<ByteView> parts;
+  std::array<std::byte, proto::kPreambleSize> pre{};
+  proto::encode_preamble(frame, pre.data());
+  parts.emplace_back(reinterpret_cast<const std::uint8_t*>(pre.data()), pre.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    views_of(frame.segments[i], 0, frame.segments[i].length(), parts);
+    add_padding(frame.segments[i].length(), parts);
+  }
+  const std::array<std::uint8_t, kEpilogue> ep{};  // late_flags 0: complete
+  parts.emplace_back(ep.data(), ep.size());
+  if (!tx_.seal(parts, reinterpret_cast<std::uint8_t*>(wire.mutable_data()), why)) return false;
+  out.append(std::move(wire));
+  return true;
+}
+
 bool SecureFrameEncoder::encode(const proto::Frame& frame, BufferList& out, std::string& why) {
+  if (rev_ == proto::FrameRev::rev0) return encode_rev0(frame, out, why);
   const std::size_t n = frame.num_segments();
   const std::size_t total = encoded_length(frame);
   Segment* seg = Segment::allocate(total);
@@ -125,8 +156,8 @@ bool SecureFrameEncoder::encode(const proto::Frame& frame, BufferList& out, std:
 // ---------------------------------------------------------------------------
 // Decoder
 
-SecureFrameDecoder::SecureFrameDecoder(const SecureKeys& k, proto::FrameLimits limits)
-    : rx_(k.key, k.rx_nonce, true), limits_(limits) {}
+SecureFrameDecoder::SecureFrameDecoder(const SecureKeys& k, proto::FrameLimits limits, proto::FrameRev rev)
+    : rx_(k.key, k.rx_nonce, rev == proto::FrameRev::rev1), limits_(limits), rev_(rev) {}
 
 void SecureFrameDecoder::feed(BufferList&& bytes) {
   if (error_) return;
@@ -143,7 +174,8 @@ proto::FrameDecoder::Status SecureFrameDecoder::fail(std::error_code ec, std::st
 
 std::size_t SecureFrameDecoder::bytes_wanted() const noexcept {
   if (error_) return 0;
-  const std::size_t need = have_first_ ? rest_ : kFirstWire;
+  const std::size_t first = rev_ == proto::FrameRev::rev0 ? proto::kPreambleSize : kFirstWire;
+  const std::size_t need = have_first_ ? rest_ : first;
   return need > buf_.length() ? need - buf_.length() : 0;
 }
 
@@ -160,6 +192,7 @@ bool SecureFrameDecoder::open_next(std::size_t len, std::uint8_t* out, std::stri
 proto::FrameDecoder::Status SecureFrameDecoder::next(proto::Frame& out) {
   using Status = proto::FrameDecoder::Status;
   if (error_) return Status::error;
+  if (rev_ == proto::FrameRev::rev0) return next_rev0(out);
   for (;;) {
     if (!have_first_) {
       if (buf_.length() < kFirstWire) return Status::need_more;
@@ -206,6 +239,53 @@ proto::FrameDecoder::Status SecureFrameDecoder::next(proto::Frame& out) {
     }
     if (pre_.lens[0] > 0) out.segments[0].append(BufferPtr(seg, proto::kPreambleSize, pre_.lens[0]));
     for (std::size_t i = 1; i < pre_.nsegs; ++i) {
+      if (pre_.lens[i] > 0) out.segments[i].append(BufferPtr(seg, at, pre_.lens[i]));
+      at += pad16(pre_.lens[i]);
+    }
+    return Status::frame;
+  }
+}
+
+proto::FrameDecoder::Status SecureFrameDecoder::next_rev0(proto::Frame& out) {
+  using Status = proto::FrameDecoder::Status;
+  for (;;) {
+    std::string why;
+    if (!have_first_) {
+      if (buf_.length() < proto::kPreambleSize) return Status::need_more;
+      // The preamble, decrypted but not yet authenticated: its crc and the
+      // limits bound what we wait for; the tag over the whole message,
+      // preamble included, decides whether any of it is used.
+      std::array<std::uint8_t, proto::kPreambleSize> ct{};
+      buf_.copy_out(0, ct.size(), ct.data());
+      if (!rx_.peek(ct, first_.data(), why)) return fail(make_error_code(errc::decrypt_failed), "secure frame: " + why);
+      if (const std::error_code ec =
+              proto::parse_preamble(reinterpret_cast<const std::byte*>(first_.data()), limits_, pre_, why)) {
+        // A preamble that does not decrypt to a valid one is, in secure
+        // mode, damage or tampering as much as a failed tag.
+        return fail(ec == make_error_code(errc::bad_crc) ? make_error_code(errc::decrypt_failed) : ec,
+                    "secure frame (msgr2 rev0): " + why);
+      }
+      rest_ = static_cast<std::size_t>(rev0_length(pre_.lens, pre_.nsegs));
+      have_first_ = true;
+    }
+    if (buf_.length() < rest_) return Status::need_more;
+    have_first_ = false;  // whatever happens below, this frame is consumed
+
+    const std::size_t plain = rest_ - kGcmTagSize;
+    Segment* seg = Segment::allocate(plain);
+    BufferPtr block(seg, 0, plain);
+    auto* p = reinterpret_cast<std::uint8_t*>(block.mutable_data());
+    if (!open_next(rest_, p, why)) return fail(make_error_code(errc::decrypt_failed), "secure frame: " + why);
+    const std::uint8_t late_flags = p[plain - kEpilogue];
+    if ((late_flags & kLateFlagAborted) != 0) continue;  // the sender abandoned it: drop silently
+
+    out.tag = pre_.tag;
+    const auto defaults = proto::default_alignments();
+    std::size_t at = proto::kPreambleSize;
+    for (std::size_t i = 0; i < proto::kMaxSegments; ++i) {
+      out.segments[i].clear();
+      out.alignments[i] = i < pre_.nsegs ? pre_.aligns[i] : defaults[i];
+      if (i >= pre_.nsegs) continue;
       if (pre_.lens[i] > 0) out.segments[i].append(BufferPtr(seg, at, pre_.lens[i]));
       at += pad16(pre_.lens[i]);
     }

@@ -69,7 +69,7 @@ bool FrameStream::encode(const proto::Frame& frame, BufferList& out, std::string
 }
 
 std::size_t FrameStream::encoded_length(const proto::Frame& frame) const noexcept {
-  return secure_tx_ ? auth::SecureFrameEncoder::encoded_length(frame)
+  return secure_tx_ ? auth::SecureFrameEncoder::encoded_length(frame, negotiated_.rev)
                     : proto::encoded_length(frame, negotiated_.rev);
 }
 
@@ -82,15 +82,12 @@ std::error_code FrameStream::start_secure(auth::ByteView connection_secret, bool
     why = "secure mode asked for twice";
     return errc::internal_error;
   }
-  if (negotiated_.rev != proto::FrameRev::rev1) {
-    why = "secure mode over msgr2 rev0 (a peer without msgr2.1) is not implemented; use crc mode "
-          "(ms_*_mode = crc) with this peer";
-    return errc::not_supported;
-  }
+  // The frame layout and the nonce steps follow the revision the banners
+  // agreed on (msgr2.0 peers: one GCM message a frame, cephx.md §6.3).
   auto keys = auth::SecureKeys::from_secret(connection_secret, connecting, why);
   if (!keys) return errc::auth_failed;
-  secure_tx_.emplace(*keys);
-  secure_rx_.emplace(*keys, limits_);
+  secure_tx_.emplace(*keys, negotiated_.rev);
+  secure_rx_.emplace(*keys, limits_, negotiated_.rev);
   // Bytes already read past the last plaintext frame are ciphertext.
   if (BufferList rest = decoder_->take_rest(); !rest.empty()) secure_rx_->feed(std::move(rest));
   return {};

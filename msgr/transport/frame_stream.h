@@ -82,8 +82,9 @@ class FrameStream {
   // From the next frame on, both ways: AES-GCM with keys cut from
   // `connection_secret` (the connecting side sends with nonce B). Call it
   // between frames: after the last plaintext frame was taken from next()
-  // and sent with encode(). Fails (with why) before the banner, on a rev0
-  // stream, with a short secret, or when already secure.
+  // and sent with encode(). rev1 or rev0 frames, as the banners decided.
+  // Fails (with why) before the banner, with a short secret, or when
+  // already secure.
   std::error_code start_secure(auth::ByteView connection_secret, bool connecting, std::string& why);
   bool secure() const noexcept { return secure_tx_.has_value(); }
 

@@ -120,7 +120,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // encrypted with keys cut from `connection_secret` (the connecting side
   // sends with nonce B). The session layer calls it between frames, on the
   // worker, once cephx agreed on secure mode. An error (with `why`) when
-  // this connection cannot (not established, msgr2 rev0, a short secret).
+  // this connection cannot (not established, a short secret). msgr2 rev1
+  // and rev0 alike: the frame layout follows the revision.
   virtual std::error_code start_secure(std::span<const std::uint8_t> connection_secret, std::string& why) = 0;
 
   virtual Worker& worker() noexcept = 0;

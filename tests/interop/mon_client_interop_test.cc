@@ -159,6 +159,52 @@ TEST(MonInterop, CephxWithTheKeyringAndAWrongKey) {
   log::set_sink(nullptr);
 }
 
+// Secure mode over msgr2.0 frames (cephx.md §6.3): a MonClient that leaves
+// msgr2.1 out of its banner, offering secure mode only, against a mon that
+// requires cephx and allows secure mode only. The session runs in rev0 and
+// secure mode (both logged), and requests and replies of several frames
+// come and go (one GCM message a frame, the nonce's fixed part stepping).
+TEST(MonInterop, CephxSecureModeOverMsgr20) {
+  SIPHON_START_MON(mon, std::vector<std::string>{"ms mon service mode = secure", "ms mon cluster mode = secure"},
+                   true);
+  std::optional<auth::KeyringEntry> admin;
+  ASSERT_NO_FATAL_FAILURE(admin = admin_key(mon));
+  ASSERT_TRUE(admin);
+  log::set_sink(&capture);
+  log::set_level(log::Subsys::session, 5);
+  log::set_level(log::Subsys::transport, 5);
+  const std::size_t rev0_before = count_log("(msgr2 rev0,");
+  const std::size_t secure_before = count_log("auth cephx, secure mode");
+  MonClientOptions o = client_options(mon);
+  o.messenger.ms_msgr2_rev1 = false;
+  o.auth.methods = {proto::kAuthMethodCephx};
+  o.auth.mon_modes = {proto::kConModeSecure};
+  o.auth.secret = admin->key.secret;
+  o.auth.key_source = "keyring " + mon.keyring();
+  MonClient mc(tcp_stack(), o);
+  const mon::MonError e = mc.connect(20s);
+  ASSERT_FALSE(e) << e.message;
+  EXPECT_EQ(count_log("(msgr2 rev0,"), rev0_before + 1) << "the session is not msgr2.0";
+  EXPECT_EQ(count_log("auth cephx, secure mode"), secure_before + 1) << "the session is not secure";
+  const auto v = mc.get_version("monmap", 20s);
+  ASSERT_FALSE(v.error) << v.error.message;
+  EXPECT_EQ(v.version, 1u);
+  // Replies the CLI would print, and as ceph prints them.
+  const auto r = mc.command({R"({"prefix": "mon dump", "format": "json"})"}, {}, 20s);
+  ASSERT_EQ(r.r, 0) << r.rs;
+  EXPECT_EQ(json::parse(r.outbl.to_string(), nullptr, false), ceph_json(mon, "mon dump -f json"));
+  for (int i = 0; i < 20; ++i) {
+    const auto s = mc.command({R"({"prefix": "status", "format": "json"})"}, {}, 20s);
+    ASSERT_EQ(s.r, 0) << s.rs;
+    EXPECT_TRUE(json::parse(s.outbl.to_string(), nullptr, false).contains("fsid"));
+  }
+  EXPECT_EQ(mc.sessions_opened(), 1u) << "the session did not hold";
+  mc.shutdown();
+  log::set_level(log::Subsys::session, log::kDefaultLevel);
+  log::set_level(log::Subsys::transport, log::kDefaultLevel);
+  log::set_sink(nullptr);
+}
+
 // Service tickets are renewed before they expire (cephx.md §3.8): with
 // auth_service_ticket_ttl lowered to 20 s the MonClient asks the mon for new
 // ones (MAuth GET_PRINCIPAL_SESSION_KEY) after 15 s; the OSD ticket in the

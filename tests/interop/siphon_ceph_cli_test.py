@@ -241,10 +241,22 @@ def main():
                 rc, out, err = x.siphon("--ms_mon_client_mode", "crc", "status", timeout=30)
                 expect(rc != 0 and out == "", f"crc against a secure-only mon: exit {rc}, output {out!r}")
                 expect("no common connection mode" in err and "ms_mon_client_mode" in err, err)
+                # Secure mode over msgr2.0 frames (one GCM message a frame).
+                rc, out, err = x.siphon("--msgr2-rev0", "--debug-ms", "5", "mon", "dump", "-f", "json")
+                expect(rc == 0, f"--msgr2-rev0 in secure mode: exit {rc}: {err}")
+                expect("(msgr2 rev0," in err and "auth cephx, secure mode" in err,
+                       f"no msgr2.0 secure session in the log: {err}")
+                expect(json.loads(out) == json.loads(x.ceph("mon", "dump", "-f", "json")[1]), "mon dump over rev0")
+                rc1, out1, _ = x.ceph("status", "-f", "json")
+                rc2, out2, err = x.siphon("--msgr2-rev0", "status", "-f", "json")
+                expect(rc1 == rc2 == 0, f"status over rev0: exit {rc2}: {err}")
+                expect(strip(json.loads(out1), STATUS_VOLATILE) == strip(json.loads(out2), STATUS_VOLATILE),
+                       "status -f json over rev0 differs")
             finally:
                 subprocess.run([FIXTURE, "stop", sdir], timeout=60)
 
-        c.check("a secure-only cephx mon: status, mon dump, health in secure mode; crc refused clearly",
+        c.check("a secure-only cephx mon: status, mon dump, health in secure mode (msgr2.1 and 2.0); crc refused "
+                "clearly",
                 secure_only_mon)
         print(f"{c.passed} passed, {c.failed} failed")
         return 0 if c.failed == 0 else 1

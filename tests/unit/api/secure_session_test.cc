@@ -6,7 +6,9 @@
 // threshold), sessions re-authenticate and re-key on every reconnect, and
 // ciphertext damaged on the way is caught by the GCM tag: it faults only
 // that connection, whose lossless session replays, while a second client's
-// session never notices.
+// session never notices. The first and the tampering cases run again with
+// clients that speak msgr2.0 (rev0) frames: one GCM message a frame
+// (cephx.md §6.3), over TCP.
 #include <cinttypes>
 #include <cstdio>
 #include <atomic>
@@ -140,8 +142,13 @@ std::unique_ptr<Messenger> server_on(std::shared_ptr<transport::Stack> stack, Ec
   return s;
 }
 
-std::unique_ptr<Messenger> client_on(std::shared_ptr<transport::Stack> stack, OrderVerifier& v, std::int64_t num) {
-  auto c = Messenger::create(std::move(stack), {entity_type::client, num}, test_options());
+// `rev1` false: the client leaves msgr2.1 out of its banner, so its
+// connections use msgr2.0 frames.
+std::unique_ptr<Messenger> client_on(std::shared_ptr<transport::Stack> stack, OrderVerifier& v, std::int64_t num,
+                                     bool rev1 = true) {
+  MessengerOptions o = test_options();
+  o.ms_msgr2_rev1 = rev1;
+  auto c = Messenger::create(std::move(stack), {entity_type::client, num}, std::move(o));
   c->set_policy(entity_type::osd, Policy::lossless_client());
   c->set_client_auth(client_auth());
   c->add_dispatcher_tail(&v);
@@ -158,13 +165,13 @@ void send_all(const ConnectionRef& con, OrderVerifier& v, std::uint64_t count) {
   }
 }
 
-TEST(SecureSession, CarriesMessagesBothWaysInSecureMode) {
+void carries_messages_both_ways(bool rev1) {
   Echo echo;
   OrderVerifier v(differs);
   constexpr std::uint64_t kCount = 400;
   MessengerPair m;
   m.server = server_on(stack_with({}), echo);
-  m.client = client_on(stack_with({}), v, 7);
+  m.client = client_on(stack_with({}), v, 7, rev1);
   ConnectionRef con = m.client->connect_to(entity_type::osd, m.server->get_myaddrs());
   ASSERT_NO_FATAL_FAILURE(send_all(con, v, kCount));
   v.expect_all(kCount, v.wait_all(kCount, std::chrono::seconds(120)));
@@ -176,6 +183,20 @@ TEST(SecureSession, CarriesMessagesBothWaysInSecureMode) {
   EXPECT_EQ(m.client->stats().faults, 0u);
   EXPECT_EQ(m.server->stats().decrypt_errors, 0u);
 }
+
+TEST(SecureSession, CarriesMessagesBothWaysInSecureMode) { carries_messages_both_ways(true); }
+
+#ifndef SIPHON_TEST_RDMA
+// The TCP transport logs the revision each connection agreed on.
+TEST(SecureSession, CarriesMessagesBothWaysInSecureModeOverMsgr20) {
+  LogCapture logs;
+  log::set_level(log::Subsys::transport, 5);
+  carries_messages_both_ways(false);
+  log::set_level(log::Subsys::transport, log::kDefaultLevel);
+  EXPECT_TRUE(logs.contains("(msgr2 rev0,")) << "the connection did not use msgr2.0 frames";
+  EXPECT_FALSE(logs.contains("(msgr2 rev1,"));
+}
+#endif
 
 // The connection breaks every few dozen operations: each reconnect runs
 // cephx again, gets a new connection secret and fresh nonces, and the
@@ -212,8 +233,7 @@ TEST(SecureSession, EveryReconnectIsSecureAgain) {
 // ciphertext): the GCM tag catches each one, A's connection faults and its
 // session replays, every echo still arrives intact; client B, on a clean
 // stack and the same server, never faults.
-TEST(SecureSession, TamperedCiphertextFaultsOnlyThatConnection) {
-  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
+void tampered_ciphertext_faults_only_that_connection(bool rev1) {
   Echo echo;
   OrderVerifier va(differs), vb(differs);
   constexpr std::uint64_t kCount = 1000;
@@ -222,8 +242,8 @@ TEST(SecureSession, TamperedCiphertextFaultsOnlyThatConnection) {
   // One received buffer in 20 gets a flipped bit. At 1 in 100 a run could
   // end without any: client A's reads are batched (since issue 20's write
   // path, ~80 reads for the 1000 echoes), and 0.99^80 is 45 %.
-  m.client = client_on(stack_with({0, 0.05, 9}), va, 7);
-  auto client_b = client_on(stack_with({}), vb, 8);
+  m.client = client_on(stack_with({0, 0.05, 9}), va, 7, rev1);
+  auto client_b = client_on(stack_with({}), vb, 8, rev1);
   ConnectionRef a = m.client->connect_to(entity_type::osd, m.server->get_myaddrs());
   ConnectionRef b = client_b->connect_to(entity_type::osd, m.server->get_myaddrs());
   std::thread tb([&] { send_all(b, vb, kCount); });
@@ -251,6 +271,21 @@ TEST(SecureSession, TamperedCiphertextFaultsOnlyThatConnection) {
   client_b->shutdown();
   client_b->wait();
 }
+
+TEST(SecureSession, TamperedCiphertextFaultsOnlyThatConnection) {
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
+  tampered_ciphertext_faults_only_that_connection(true);
+}
+
+#ifndef SIPHON_TEST_RDMA
+// rev0 decrypts each frame's preamble before it can check the tag: a
+// flipped bit there fails the preamble's crc before any length in it is
+// used, and is counted as a decrypt error like a failed tag.
+TEST(SecureSession, TamperedCiphertextFaultsOnlyThatConnectionOverMsgr20) {
+  const QuietLogs quiet{log::Subsys::session, log::Subsys::transport, log::Subsys::rdma};
+  tampered_ciphertext_faults_only_that_connection(false);
+}
+#endif
 
 // A client whose key differs from the server's keyring is refused: it
 // never reaches READY, its fault names the entity, and the server counts
