@@ -173,6 +173,7 @@ struct PeerInfo {
   std::uint32_t auth_method = proto::kAuthMethodNone;  // what the handshake used
   std::uint32_t con_mode = proto::kConModeCrc;
   proto::EntityName auth_name;    // server: who the peer authenticated as
+  std::string caps;               // server, cephx authorizer: the ticket's caps
 };
 
 struct Step {

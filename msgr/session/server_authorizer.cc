@@ -135,6 +135,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
   peer_.auth_method = proto::kAuthMethodCephx;
   peer_.con_mode = pending_mode_;
   peer_.auth_name = name;
+  peer_.caps = ticket->caps;
   AuthDone done;
   done.global_id = peer_.global_id;
   done.con_mode = pending_mode_;

@@ -156,6 +156,7 @@ TEST_F(ServerAuthorizer, TicketFromTheMonReachesReadyInSecureMode) {
   EXPECT_EQ(pipe.wire, expected);
   EXPECT_EQ(s.peer().auth_name.to_string(), "client.admin");  // from the ticket
   EXPECT_EQ(s.peer().global_id, 4129u);
+  EXPECT_EQ(s.peer().caps, "allow *");  // for the application to enforce
   EXPECT_EQ(s.peer().auth_method, proto::kAuthMethodCephx);
   EXPECT_EQ(s.peer().con_mode, proto::kConModeSecure);
   EXPECT_EQ(c.peer().con_mode, proto::kConModeSecure);
