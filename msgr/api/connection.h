@@ -74,12 +74,16 @@ class Connection : public boost::intrusive_ref_counter<Connection, boost::thread
   // How the current session authenticated (valid once READY; after a
   // reconnect, the newest transport connection's): the auth method (0 none,
   // 2 cephx), the connection mode (1 crc, 2 secure: AES-GCM), and on the
-  // accepting side the entity the peer proved it is ("client.admin").
+  // accepting side the entity the peer proved it is ("client.admin"), and,
+  // when it presented a ticket from a monitor, the caps that monitor holds
+  // for it on our service type ("allow *"; enforcing them is the
+  // application's business, cephx.md §8.1).
   struct AuthInfo {
     std::uint32_t method = 0;
     std::uint32_t con_mode = 0;
     std::string name;
     std::uint64_t global_id = 0;
+    std::string caps;
   };
   virtual AuthInfo auth_info() const { return {}; }
 

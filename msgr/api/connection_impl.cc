@@ -742,7 +742,7 @@ void ConnectionImpl::publish_peer() {
   global_id_info_ = peer_.global_id;
   peer_type_.store(peer_.type, std::memory_order_release);
   features_.store(peer_.features, std::memory_order_release);
-  auth_info_ = {peer_.auth_method, peer_.con_mode, peer_.auth_name.to_string(), peer_.global_id};
+  auth_info_ = {peer_.auth_method, peer_.con_mode, peer_.auth_name.to_string(), peer_.global_id, peer_.caps};
 }
 
 Connection::AuthInfo ConnectionImpl::auth_info() const {

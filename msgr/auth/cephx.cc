@@ -401,4 +401,221 @@ std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoK
   return out;
 }
 
+// ---------------------------------------------------------------------------
+// The accepting side: authorizers (cephx.md §8.1)
+
+std::optional<AuthorizerRequest> decode_authorizer(ByteView payload, std::string& why) {
+  std::size_t pos = 0;
+  Reader r(payload, pos, why);
+  r.expect_version(1, "authorizer");  // authorizer_v doubles as AUTH_MODE_AUTHORIZER
+  AuthorizerRequest a;
+  a.global_id = r.u64("global_id");
+  a.service_id = r.u32("service_id");
+  r.expect_version(1, "CephXTicketBlob");
+  a.secret_id = r.u64("secret_id");
+  const ByteView ticket = r.blob("ticket blob");
+  const ByteView authorize = r.blob("CephXAuthorize");
+  if (!r.ok()) return std::nullopt;
+  if (pos != payload.size()) {
+    why = fmt::format("{} bytes after the authorizer", payload.size() - pos);
+    return std::nullopt;
+  }
+  a.ticket_ct.assign(ticket.begin(), ticket.end());
+  a.authorize_ct.assign(authorize.begin(), authorize.end());
+  return a;
+}
+
+std::optional<TicketInfo> open_ticket(ByteView service_secret, ByteView ticket_ct, std::string& why) {
+  auto plain = open(service_secret, ticket_ct, why);
+  if (!plain) {
+    why = "ticket blob: " + why;
+    return std::nullopt;
+  }
+  std::size_t pos = 0;
+  Reader r(*plain, pos, why);
+  r.expect_version(1, "CephXServiceTicketInfo");
+  const std::uint8_t v = r.u8("AuthTicket");
+  if (r.ok() && (v < 1 || v > 2)) r.fail(fmt::format("AuthTicket version {} (1 or 2 expected)", v));
+  TicketInfo t;
+  t.entity_type = r.u32("entity type");
+  const ByteView id = r.blob("entity id");
+  t.global_id = r.u64("global_id");
+  if (v >= 2) r.u64("old_auid");
+  t.created_sec = r.u32("created");
+  t.created_nsec = r.u32("created");
+  t.expires_sec = r.u32("expires");
+  t.expires_nsec = r.u32("expires");
+  r.expect_version(1, "AuthCapsInfo");
+  t.allow_all = r.u8("allow_all") != 0;
+  const ByteView caps = r.blob("caps");
+  t.flags = r.u32("flags");
+  if (r.ok() && !CryptoKey::decode(*plain, pos, t.session_key, why)) r.fail("session key: " + why);
+  if (r.ok() && t.session_key.secret.size() < kAesKeySize) r.fail("session key shorter than 16 bytes");
+  if (!r.ok()) {
+    why = "CephXServiceTicketInfo: " + why;
+    return std::nullopt;
+  }
+  t.entity_id.assign(id.begin(), id.end());
+  if (!caps.empty()) {  // an encoded std::string
+    std::size_t cp = 0;
+    std::string e;
+    Reader cr(caps, cp, e);
+    const ByteView text = cr.blob("caps");
+    if (!cr.ok()) {
+      why = "CephXServiceTicketInfo caps: " + e;
+      return std::nullopt;
+    }
+    t.caps.assign(text.begin(), text.end());
+  }
+  return t;
+}
+
+std::optional<Bytes> mint_ticket_blob(ByteView service_secret, std::uint64_t secret_id, const TicketInfo& info,
+                                      std::string& why) {
+  Bytes body;
+  body.push_back(1);  // CephXServiceTicketInfo v1
+  body.push_back(2);  // AuthTicket v2
+  put_u32(body, info.entity_type);
+  put_u32(body, static_cast<std::uint32_t>(info.entity_id.size()));
+  body.insert(body.end(), info.entity_id.begin(), info.entity_id.end());
+  put_u64(body, info.global_id);
+  put_u64(body, 0xffffffffffffffffull);  // old_auid: CEPH_AUTH_UID_DEFAULT
+  put_u32(body, info.created_sec);
+  put_u32(body, info.created_nsec);
+  put_u32(body, info.expires_sec);
+  put_u32(body, info.expires_nsec);
+  body.push_back(1);  // AuthCapsInfo v1
+  body.push_back(info.allow_all ? 1 : 0);
+  put_u32(body, static_cast<std::uint32_t>(info.caps.size() + 4));
+  put_u32(body, static_cast<std::uint32_t>(info.caps.size()));
+  body.insert(body.end(), info.caps.begin(), info.caps.end());
+  put_u32(body, info.flags);
+  const Bytes key = info.session_key.encode();
+  body.insert(body.end(), key.begin(), key.end());
+  auto ct = seal(service_secret, body, why);
+  if (!ct) return std::nullopt;
+  Bytes out;
+  out.push_back(1);  // CephXTicketBlob v1
+  put_u64(out, secret_id);
+  put_u32(out, static_cast<std::uint32_t>(ct->size()));
+  out.insert(out.end(), ct->begin(), ct->end());
+  return out;
+}
+
+std::optional<Authorize> open_authorize(ByteView session_key, ByteView authorize_ct, std::string& why) {
+  auto plain = open(session_key, authorize_ct, why);
+  if (!plain) {
+    why = "CephXAuthorize: " + why;
+    return std::nullopt;
+  }
+  std::size_t pos = 0;
+  Reader r(*plain, pos, why);
+  const std::uint8_t v = r.u8("CephXAuthorize");
+  Authorize a;
+  a.nonce = r.u64("nonce");
+  // v1 (no challenge fields) cannot answer the challenge msgr2 requires.
+  if (r.ok() && v < 2) r.fail(fmt::format("CephXAuthorize version {} (2 needed for the challenge)", v));
+  a.have_challenge = r.u8("have_challenge") != 0;
+  a.server_challenge_plus_one = r.u64("server_challenge_plus_one");
+  if (!r.ok()) {
+    why = "CephXAuthorize: " + why;
+    return std::nullopt;
+  }
+  return a;
+}
+
+std::optional<Bytes> authorizer_challenge_payload(ByteView session_key, std::uint64_t challenge, std::string& why) {
+  Bytes body;
+  body.push_back(1);
+  put_u64(body, challenge);
+  return seal(session_key, body, why);
+}
+
+std::optional<Bytes> authorize_reply_payload(ByteView session_key, std::uint64_t nonce, ByteView connection_secret,
+                                             std::string& why) {
+  Bytes body;
+  body.push_back(connection_secret.empty() ? 1 : 2);
+  put_u64(body, nonce + 1);  // mod 2^64, as Ceph
+  if (!connection_secret.empty()) {
+    put_u32(body, static_cast<std::uint32_t>(connection_secret.size()));
+    body.insert(body.end(), connection_secret.begin(), connection_secret.end());
+  }
+  return seal_with_length(session_key, body, why);
+}
+
+// ---------------------------------------------------------------------------
+// Rotating service keys (cephx.md §3.8)
+
+Bytes rotating_key_request() {
+  Bytes out;
+  put_u16(out, kCephxGetRotatingKey);
+  return out;
+}
+
+std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret, ByteView result_bl,
+                                                         std::string& why) {
+  std::size_t pos = 0;
+  Reader r(result_bl, pos, why);
+  const std::uint16_t type = r.u16("request_type");
+  const auto status = static_cast<std::int32_t>(r.u32("status"));
+  if (!r.ok()) return std::nullopt;
+  if (type != kCephxGetRotatingKey) {
+    why = fmt::format("reply to request type {:#06x}, expected {:#06x}", type, kCephxGetRotatingKey);
+    return std::nullopt;
+  }
+  if (status != 0) {
+    why = fmt::format("mon answered status {}", status);
+    return std::nullopt;
+  }
+  const ByteView ct = r.blob("RotatingSecrets");
+  if (!r.ok()) return std::nullopt;
+  auto plain = open(entity_secret, ct, why);
+  if (!plain) {
+    why = "RotatingSecrets (opened with our own key): " + why;
+    return std::nullopt;
+  }
+  std::size_t p = 0;
+  Reader sr(*plain, p, why);
+  sr.expect_version(1, "RotatingSecrets");
+  const std::uint32_t n = sr.u32("secret count");
+  if (sr.ok() && n > 64) sr.fail(fmt::format("{} rotating secrets in one reply", n));
+  RotatingSecrets out;
+  for (std::uint32_t i = 0; i < n && sr.ok(); ++i) {
+    RotatingSecret s;
+    s.secret_id = sr.u64("secret_id");
+    sr.expect_version(1, "ExpiringCryptoKey");
+    std::string e;
+    if (sr.ok() && !CryptoKey::decode(*plain, p, s.key, e)) sr.fail("rotating key: " + e);
+    if (sr.ok() && s.key.secret.size() < kAesKeySize) sr.fail("rotating key shorter than 16 bytes");
+    s.expires_sec = sr.u32("expiration");
+    s.expires_nsec = sr.u32("expiration");
+    out.secrets.push_back(std::move(s));
+  }
+  out.max_ver = sr.u64("max_ver");
+  if (!sr.ok()) return std::nullopt;
+  return out;
+}
+
+std::optional<Bytes> rotating_key_reply(ByteView entity_secret, const RotatingSecrets& s, std::string& why) {
+  Bytes body;
+  body.push_back(1);
+  put_u32(body, static_cast<std::uint32_t>(s.secrets.size()));
+  for (const RotatingSecret& k : s.secrets) {
+    put_u64(body, k.secret_id);
+    body.push_back(1);
+    const Bytes key = k.key.encode();
+    body.insert(body.end(), key.begin(), key.end());
+    put_u32(body, k.expires_sec);
+    put_u32(body, k.expires_nsec);
+  }
+  put_u64(body, s.max_ver);
+  auto sealed = seal_with_length(entity_secret, body, why);
+  if (!sealed) return std::nullopt;
+  Bytes out;
+  put_u16(out, kCephxGetRotatingKey);
+  put_u32(out, 0);
+  out.insert(out.end(), sealed->begin(), sealed->end());
+  return out;
+}
+
 }  // namespace siphon::auth

@@ -138,4 +138,79 @@ std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoK
                                            std::uint32_t validity_sec, ByteView connection_secret,
                                            std::string& why);
 
+// --- the accepting side: authorizers (cephx.md §4, §8.1) --------------------------
+// A daemon in a cephx cluster validates the tickets its monitor issued to
+// clients: it opens the ticket blob with its service's rotating key (or the
+// long-term "<type>." key for secret_id -1), checks the authorizer's
+// CephXAuthorize with the ticket's session key, challenges once and answers
+// with CephXAuthorizeReply.
+
+inline constexpr std::uint64_t kLongTermSecretId = 0xffffffffffffffffull;
+
+// AUTH_REQUEST[_MORE] from a client presenting a ticket (§4.1), split up.
+struct AuthorizerRequest {
+  std::uint64_t global_id = 0;
+  std::uint32_t service_id = 0;
+  std::uint64_t secret_id = 0;
+  Bytes ticket_ct;     // the ticket blob's enc_bl ciphertext (CephXServiceTicketInfo)
+  Bytes authorize_ct;  // CephXAuthorize's ciphertext (without its u32 length)
+};
+std::optional<AuthorizerRequest> decode_authorizer(ByteView payload, std::string& why);
+
+// CephXServiceTicketInfo: the AuthTicket and the ticket's session key.
+struct TicketInfo {
+  std::uint32_t entity_type = 0;  // of ticket.name (8 = client)
+  std::string entity_id;          // "admin"
+  std::uint64_t global_id = 0;
+  std::uint32_t created_sec = 0, created_nsec = 0;
+  std::uint32_t expires_sec = 0, expires_nsec = 0;
+  bool allow_all = false;
+  std::string caps;  // the cap text the mon holds for this entity and service
+  std::uint32_t flags = 0;
+  CryptoKey session_key;
+};
+// Opens enc_bl(CephXServiceTicketInfo) with the service secret.
+std::optional<TicketInfo> open_ticket(ByteView service_secret, ByteView ticket_ct, std::string& why);
+// The inverse: the whole CephXTicketBlob (u8 1 | u64 secret_id | u32 len +
+// enc_bl(info)), as a monitor mints it (tests, and Siphon's own peers).
+std::optional<Bytes> mint_ticket_blob(ByteView service_secret, std::uint64_t secret_id, const TicketInfo& info,
+                                      std::string& why);
+
+// CephXAuthorize v2, opened with the ticket's session key.
+struct Authorize {
+  std::uint64_t nonce = 0;
+  bool have_challenge = false;
+  std::uint64_t server_challenge_plus_one = 0;
+};
+std::optional<Authorize> open_authorize(ByteView session_key, ByteView authorize_ct, std::string& why);
+
+// AUTH_REPLY_MORE's payload: enc_bl(CephXAuthorizeChallenge {u8 1, u64}),
+// no length prefix (§4.2).
+std::optional<Bytes> authorizer_challenge_payload(ByteView session_key, std::uint64_t challenge, std::string& why);
+// AUTH_DONE's payload: u32 len + seal(CephXAuthorizeReply {v1: nonce + 1;
+// v2 with a non-empty connection secret: nonce + 1, the secret}) (§4.4).
+std::optional<Bytes> authorize_reply_payload(ByteView session_key, std::uint64_t nonce, ByteView connection_secret,
+                                             std::string& why);
+
+// --- rotating service keys, for daemons (cephx.md §3.8, CEPHX_GET_ROTATING_KEY) --
+
+struct RotatingSecret {
+  std::uint64_t secret_id = 0;
+  CryptoKey key;
+  std::uint32_t expires_sec = 0, expires_nsec = 0;
+};
+struct RotatingSecrets {
+  std::vector<RotatingSecret> secrets;  // in the mon's order (oldest first)
+  std::uint64_t max_ver = 0;
+};
+// MAuth's auth_payload: u16 0x0400 and nothing else.
+Bytes rotating_key_request();
+// MAuthReply's result_bl: u16 0x0400 | s32 status | u32 len +
+// seal(RotatingSecrets) under the requesting entity's own key. nullopt with
+// the reason on a non-zero status, a wrong key or a truncated reply.
+std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret, ByteView result_bl,
+                                                         std::string& why);
+// The inverse (a monitor's side; tests).
+std::optional<Bytes> rotating_key_reply(ByteView entity_secret, const RotatingSecrets& s, std::string& why);
+
 }  // namespace siphon::auth

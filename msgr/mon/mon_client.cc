@@ -130,6 +130,7 @@ void MonClient::hunter_loop() {
     }
     if (connected_ && con_) {
       maybe_renew_tickets_locked(now);
+      maybe_fetch_rotating_locked(now);
       if (opts_.keepalive_interval.count() > 0 && now >= next_keepalive) {
         con_->send_keepalive();
         next_keepalive = now + opts_.keepalive_interval;
@@ -332,6 +333,13 @@ void MonClient::maybe_renew_tickets_locked(Clock::time_point now) {
 }
 
 void MonClient::handle_auth_reply_locked(const MAuthReply& r) {
+  // The reply's request type says what it answers (cephx.md §3.8).
+  auth::Bytes bl(r.result_bl.length());
+  r.result_bl.copy_out(0, bl.size(), bl.data());
+  if (bl.size() >= 2 && (bl[0] | (bl[1] << 8)) == auth::kCephxGetRotatingKey) {
+    handle_rotating_reply_locked(r, bl);
+    return;
+  }
   const auto& store = opts_.auth.tickets;
   const auto auth_ticket = store ? store->get(auth::kServiceAuth) : std::nullopt;
   if (!auth_ticket) return;
@@ -340,8 +348,6 @@ void MonClient::handle_auth_reply_locked(const MAuthReply& r) {
   if (r.result != 0) {
     why = fmt::format("result {} ({})", r.result, r.result_msg);
   } else {
-    auth::Bytes bl(r.result_bl.length());
-    r.result_bl.copy_out(0, bl.size(), bl.data());
     tickets = auth::decode_principal_session_key_reply(auth_ticket->ticket.session_key.secret, bl, why);
   }
   if (!tickets) {
@@ -352,6 +358,63 @@ void MonClient::handle_auth_reply_locked(const MAuthReply& r) {
   renew_not_before_ = {};
   ++renewals_;
   SIPHON_LOG(ms, 5, "mon client: renewed {} service tickets", tickets->size());
+}
+
+// --- rotating service keys (a daemon's) -----------------------------------------
+
+void MonClient::maybe_fetch_rotating_locked(Clock::time_point now) {
+  const auto& keys = opts_.rotating;
+  if (!keys || con_->auth_info().method != proto::kAuthMethodCephx || !keys->refresh_due(now)) return;
+  const auth::Bytes payload = auth::rotating_key_request();
+  auto m = make_message<MAuth>();
+  m->auth_payload = BufferList::copy_of(payload.data(), payload.size());
+  m->monmap_epoch = monmap_ ? monmap_->epoch : 0;
+  SIPHON_LOG(ms, 5, "mon client: fetching the rotating {} keys", proto::entity_type_name(keys->service_id()));
+  send_locked(m);
+}
+
+void MonClient::handle_rotating_reply_locked(const MAuthReply& r, const auth::Bytes& bl) {
+  const auto& keys = opts_.rotating;
+  if (!keys) return;
+  std::string why;
+  std::optional<auth::RotatingSecrets> s;
+  if (r.result != 0)
+    why = fmt::format("result {}{}{}", r.result, r.result_msg.empty() ? "" : ": ", r.result_msg);
+  else
+    s = auth::decode_rotating_key_reply(opts_.auth.secret, bl, why);
+  if (!s) {
+    rotating_error_ = fmt::format("the mon refused or garbled the rotating keys of {}: {} (only osd, mds and mgr "
+                                  "entities have rotating keys)",
+                                  opts_.auth_name.to_string(), why);
+    SIPHON_LOG(ms, 1, "mon client: {}; retrying", rotating_error_);
+    return;
+  }
+  // Logged at level 1 when the mon rotated (the newest id changed): once
+  // per auth_service_ticket_ttl.
+  const std::uint64_t before = keys->get(0).newest;
+  keys->update(*s);
+  rotating_error_.clear();
+  ++rotating_fetches_;
+  std::string ids;
+  for (const auto& k : s->secrets) ids += (ids.empty() ? "" : ",") + std::to_string(k.secret_id);
+  SIPHON_LOG(ms, keys->get(0).newest != before ? 1 : 5, "mon client: {} rotating {} keys from the mon (ids {})",
+             s->secrets.size(), proto::entity_type_name(keys->service_id()), ids);
+}
+
+std::uint64_t MonClient::rotating_fetches() const {
+  std::lock_guard l(mtx_);
+  return rotating_fetches_;
+}
+
+std::string MonClient::rotating_error() const {
+  std::lock_guard l(mtx_);
+  return rotating_error_;
+}
+
+bool MonClient::wait_for_rotating(std::chrono::nanoseconds timeout) {
+  std::unique_lock l(mtx_);
+  return wait_until(l, Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout),
+                    [&] { return rotating_fetches_ > 0; });
 }
 
 // --- requests -------------------------------------------------------------------

@@ -69,6 +69,12 @@ struct MonClientOptions {
   // Auth methods, key and connection modes (default: auth none, crc);
   // compat::client_auth() builds it from the configuration and keyring.
   ClientAuth auth;
+  // A daemon's rotating service keys (cephx.md §3.8, §8.2): when set, the
+  // client fetches them with CEPHX_GET_ROTATING_KEY on its cephx session as
+  // soon as it is READY and again whenever the store says so
+  // (RotatingKeys::refresh_due), checking on every tick. The mon sends the
+  // keys of our own entity type, sealed with our key (auth.secret).
+  std::shared_ptr<session::RotatingKeys> rotating;
   std::string hostname;  // sent in MMonSubscribe (default: this host's name)
 };
 
@@ -149,6 +155,12 @@ class MonClient final : private Dispatcher {
   MonError last_error() const;
   // Service ticket renewals the mon granted on this client's sessions.
   std::uint64_t ticket_renewals() const;
+  // Rotating key fetches the mon answered with keys, and the reason the
+  // last one failed ("" when none failed since the last success).
+  std::uint64_t rotating_fetches() const;
+  std::string rotating_error() const;
+  // Waits until the rotating keys were fetched (true) or `timeout` passed.
+  bool wait_for_rotating(std::chrono::nanoseconds timeout);
   Messenger* messenger() { return msgr_.get(); }
   // The global_id the mon assigned to this client's current session (0
   // when not connected): an OSD client's gid.
@@ -213,6 +225,10 @@ class MonClient final : private Dispatcher {
   std::uint64_t renewals_ = 0;
   void maybe_renew_tickets_locked(std::chrono::steady_clock::time_point now);
   void handle_auth_reply_locked(const MAuthReply& r);
+  void maybe_fetch_rotating_locked(std::chrono::steady_clock::time_point now);
+  void handle_rotating_reply_locked(const MAuthReply& r, const auth::Bytes& bl);
+  std::uint64_t rotating_fetches_ = 0;
+  std::string rotating_error_;
   MonError last_error_;
   bool fatal_ = false;      // last_error_ is permanent
   std::uint64_t last_tid_ = 0;

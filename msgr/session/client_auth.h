@@ -15,6 +15,7 @@
 
 #include "msgr/auth/cephx.h"
 #include "msgr/proto/types.h"
+#include "msgr/session/rotating_keys.h"
 
 namespace siphon::session {
 
@@ -112,6 +113,12 @@ struct ServerAuth {
   std::string keyring_source;
   // Validity given to the session keys handed out (auth_mon_ticket_ttl).
   std::uint32_t ticket_ttl_sec = 259200;
+  // cephx authorizers: tickets a monitor issued to clients for this
+  // daemon's service (cephx.md §8.1), opened with the rotating keys its
+  // MonClient fetched (shared by copies). Null: the daemon has no monitor
+  // session; an authorizer is then refused unless its ticket names the
+  // long-term key (secret_id -1) and `keys` holds "<type>." (§8.4b).
+  std::shared_ptr<RotatingKeys> rotating;
 };
 
 }  // namespace siphon::session

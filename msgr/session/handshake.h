@@ -173,6 +173,7 @@ struct PeerInfo {
   std::uint32_t auth_method = proto::kAuthMethodNone;  // what the handshake used
   std::uint32_t con_mode = proto::kConModeCrc;
   proto::EntityName auth_name;    // server: who the peer authenticated as
+  std::string caps;               // server, cephx authorizer: the ticket's caps
 };
 
 struct Step {
@@ -414,6 +415,12 @@ class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
   proto::EntityName pending_name_;
   auth::Bytes entity_secret_;
   auth::Bytes session_key_;
+  // cephx authorizers (server_authorizer.cc): the challenge sent, awaiting
+  // the client's answer in AUTH_REQUEST_MORE (cephx.md §4.2, §8.1).
+  Step on_authorizer(const auth::Bytes& payload, std::uint32_t con_mode, bool answer);
+  Step refuse_authorizer(std::string why);
+  bool authorizer_challenged_ = false;
+  std::uint64_t authorizer_challenge_ = 0;
 };
 
 std::string_view to_string(ClientHandshake::State s) noexcept;

@@ -55,6 +55,10 @@ Step ServerHandshake::bad_method(std::uint32_t method, std::int32_t result, std:
 
 Step ServerHandshake::on_cephx_request(const AuthRequest& req, std::uint32_t con_mode) {
   const ServerAuth& a = me_.server_auth;
+  authorizer_challenged_ = false;
+  // A ticket from a monitor: AUTH_MODE_AUTHORIZER (1) in the first byte.
+  if (auto payload = bytes_of(req.auth_payload); !payload.empty() && payload[0] == 1)
+    return on_authorizer(payload, con_mode, false);
   // Same layout as auth none's: mode | EntityName | global_id (cephx.md §3.1).
   auto parsed = proto::AuthNonePayload::decode(req.auth_payload);
   if (!parsed) return fail(errc::decode_error, "cephx AUTH_REQUEST: " + parsed.error().message());
@@ -84,6 +88,12 @@ Step ServerHandshake::on_cephx_request(const AuthRequest& req, std::uint32_t con
 }
 
 Step ServerHandshake::on_auth_request_more(const Frame& f) {
+  if (authorizer_challenged_) {
+    AuthRequestMore more;
+    std::string why;
+    if (!decode(f, more, why)) return fail(errc::decode_error, std::move(why));
+    return on_authorizer(bytes_of(more.auth_payload), pending_mode_, true);
+  }
   if (!challenged_) return fail(errc::unexpected_frame, "AUTH_REQUEST_MORE without a cephx challenge");
   challenged_ = false;
   AuthRequestMore more;

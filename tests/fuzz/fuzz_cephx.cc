@@ -4,7 +4,10 @@
 // with the lab's client.admin key, the text keyring and base64 keys; and
 // what a hostile OSD or monitor sends the authorizer and the ticket renewal:
 // the service's challenge, its CephXAuthorizeReply, MAuthReply's result_bl
-// (opened with the key as a session key).
+// (opened with the key as a session key); and what a hostile client sends a
+// daemon's accepting side (the authorizer: its framing, the ticket blob and
+// CephXAuthorize opened with the key) and a hostile monitor the daemon's
+// CEPHX_GET_ROTATING_KEY.
 // Oracles: no crash or sanitizer report; a decoded AUTH_DONE has a 16-byte
 // session key; a rejection always says why.
 #include <cstddef>
@@ -44,6 +47,25 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   why.clear();
   if (auto t = decode_principal_session_key_reply(kAdmin, in, why)) {
     for (const auto& x : *t) check(x.session_key.secret.size() >= kAesKeySize);
+  } else {
+    check(!why.empty());
+  }
+  why.clear();
+  if (auto a = decode_authorizer(in, why)) {
+    why.clear();
+    if (auto t = open_ticket(kAdmin, a->ticket_ct, why)) check(t->session_key.secret.size() >= kAesKeySize);
+    else check(!why.empty());
+  } else {
+    check(!why.empty());
+  }
+  why.clear();
+  if (auto t = open_ticket(kAdmin, in, why)) check(t->session_key.secret.size() >= kAesKeySize);
+  else check(!why.empty());
+  why.clear();
+  if (!open_authorize(kAdmin, in, why)) check(!why.empty());
+  why.clear();
+  if (auto r = decode_rotating_key_reply(kAdmin, in, why)) {
+    for (const auto& k : r->secrets) check(k.key.secret.size() >= kAesKeySize);
   } else {
     check(!why.empty());
   }

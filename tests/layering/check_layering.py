@@ -41,7 +41,7 @@ LAYERS = {
     # The Prometheus endpoint: the perf counters' exposition and its HTTP
     # server (the NIC counters come through a reader compat wires).
     "siphon_metrics": (["msgr/metrics"], ["siphon_perf"]),
-    "siphon_compat": (["compat"], ["siphon_api", "siphon_admin", "siphon_rdma_transport",
+    "siphon_compat": (["compat"], ["siphon_api", "siphon_mon", "siphon_admin", "siphon_rdma_transport",
                                     "siphon_rdma_verbs", "siphon_rdma_soft", "siphon_metrics"]),
     "siphon_stack_plugins": (["plugins"], ["siphon_transport"]),
     "siphon_tools": (["tools"], ["siphon_compat", "siphon_mon", "siphon_osdmap", "siphon_rados_client",

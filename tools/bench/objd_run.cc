@@ -16,6 +16,7 @@
 #include "compat/factory.h"
 #include "compat/keyring.h"
 #include "msgr/api/messenger.h"
+#include "msgr/mon/mon_client.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/perf_delta.h"
@@ -84,15 +85,26 @@ class Driver {
     try {
       // Who we are and how we prove it: -n/--name, and cephx when
       // auth_client_required lists it and a key is found (-k/--keyring).
-      // siphon-objd holds a keyring and no monitor, so cephx towards it is
-      // the key-based exchange (docs/security.md 5b), not an authorizer.
+      // With mon_host set, cephx towards siphon-objd is what a Ceph client
+      // does towards an OSD: a session with the monitors first, then their
+      // OSD ticket as the authorizer (docs/security.md 5d). Without, the
+      // daemon holds a keyring and no monitor, and cephx is the key-based
+      // exchange (5b).
       ClientAuth auth = compat::client_auth(*s_.cfg);
-      auth.key_based_everywhere =
+      const bool cephx =
           std::find(auth.methods.begin(), auth.methods.end(), proto::kAuthMethodCephx) != auth.methods.end();
       const auto auth_name = proto::EntityName::parse(s_.cfg->name().to_string());
+      const std::string mon_host = s_.cfg->get<compat::Opt::mon_host>();
+      if (cephx && !mon_host.empty()) {
+        if (!connect_mon(mon_host, auth, auth_name, error)) return false;
+      } else {
+        auth.key_based_everywhere = cephx;
+      }
       if (s_.info)
         s_.info(fmt::format("authenticating as {} with {}", s_.cfg->name().to_string(),
-                            auth.key_based_everywhere ? "cephx (" + auth.key_source + ")" : std::string("auth none")));
+                            !cephx                      ? std::string("auth none")
+                            : auth.key_based_everywhere ? "cephx (" + auth.key_source + ")"
+                                                        : "a cephx ticket from the monitors at " + mon_host));
       for (unsigned i = 0; i < a_.conns; ++i) {
         Conn c;
         c.dispatcher = std::make_unique<ReplyDispatcher>(*this, i);
@@ -132,9 +144,33 @@ class Driver {
     return true;
   }
 
+  // A session with the monitors as our entity, whose service tickets
+  // (shared through auth.tickets) the connections to the daemon present.
+  bool connect_mon(const std::string& mon_host, const ClientAuth& auth,
+                   const std::optional<proto::EntityName>& name, std::string& error) {
+    const auto mons = proto::parse_mon_host(mon_host);
+    if (!mons) {
+      error = fmt::format("cannot parse mon_host '{}'", mon_host);
+      return false;
+    }
+    mon::MonClientOptions mo;
+    mo.mon_addrs = *mons;
+    mo.messenger = s_.options;
+    if (name) mo.auth_name = *name;
+    mo.auth = auth;
+    mon_ = std::make_unique<mon::MonClient>(compat::create_tcp_stack(*s_.cfg), mo);
+    if (const mon::MonError e = mon_->connect(std::chrono::duration_cast<std::chrono::nanoseconds>(
+            std::chrono::duration<double>(a_.connect_timeout)))) {
+      error = "cannot get a ticket from the monitors: " + e.message;
+      return false;
+    }
+    return true;
+  }
+
   void shutdown() {
     for (auto& c : conns_) c.msgr->shutdown();
     for (auto& c : conns_) c.msgr->wait();
+    if (mon_) mon_->shutdown();
     if (stack_) stack_->stop();
   }
 
@@ -362,6 +398,7 @@ class Driver {
   const RunSetup& s_;
   const BenchArgs& a_;
   std::shared_ptr<transport::Stack> stack_;
+  std::unique_ptr<mon::MonClient> mon_;
   std::vector<Conn> conns_;
   mutable std::mutex mu_;
   std::condition_variable cv_;

@@ -3,7 +3,7 @@
 // cluster messenger on the stacks the configuration selects, and serves
 // put/get/stat/delete of objects until SIGINT or SIGTERM.
 //
-//   siphon-objd -c ceph.conf -i 0 [-k KEYRING] [--addr-file FILE] [--<option> VALUE ...]
+//   siphon-objd -c ceph.conf -i 0 [-k KEYRING] [--standalone] [--addr-file FILE] [--<option> VALUE ...]
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
@@ -17,6 +17,7 @@
 
 #include "compat/admin.h"
 #include "compat/config.h"
+#include "compat/daemon_auth.h"
 #include "compat/factory.h"
 #include "compat/keyring.h"
 #include "compat/metrics.h"
@@ -32,7 +33,8 @@ using namespace siphon;
 
 constexpr int kExitUsage = 2;
 
-constexpr const char* kUsage = R"(usage: siphon-objd [-c FILE] [-i ID | -n TYPE.ID] [-k KEYRING] [--addr-file FILE] [--OPTION VALUE ...]
+constexpr const char* kUsage = R"(usage: siphon-objd [-c FILE] [-i ID | -n TYPE.ID] [-k KEYRING] [--standalone] [--addr-file FILE]
+                   [--OPTION VALUE ...]
 
 The reference object daemon: serves put/get/stat/delete of objects over the
 messenger stacks ceph.conf selects (ms_type, ms_public_type, ms_cluster_type).
@@ -42,6 +44,8 @@ messenger stacks ceph.conf selects (ms_type, ms_public_type, ms_cluster_type).
   -n, --name T.ID     the full entity name
   -k, --keyring FILE  the keyring of the entities allowed in (cephx; default: Ceph's
                       keyring search list, /etc/ceph/$cluster.$name.keyring, ...)
+  --standalone        never contact the monitors, even with mon_host set: admit the
+                      keyring's entities only
   --addr-file FILE    write the bound public address there once listening
   --OPTION VALUE      any option (docs/configuration.md), e.g. --ms_type async+rdma
   -h, --help          this text;  --version  the version
@@ -59,6 +63,12 @@ peers are let in without authentication (a warning says so). Named mon.ID
 (-n), objd binds with nonce 0 and applies ms_mon_service_mode, as a monitor
 does, so the stock `ceph -m ADDR -k KEYRING` authenticates against it (and
 then times out: objd serves no maps).
+
+In a cephx Ceph cluster (docs/security.md 5d): with mon_host set and the
+daemon's own key in the keyring (e.g. -n osd.9 -k osd.9.keyring), the daemon
+first authenticates to the monitors as itself, fetches the rotating osd keys
+(waiting up to 30 s; exit 1 naming the cause otherwise) and keeps them fresh;
+then it also admits clients holding a ticket from those monitors.
 )";
 
 int usage_error(const std::string& msg) {
@@ -100,6 +110,7 @@ bool write_addr_file(const std::string& path, const std::string& text, std::stri
 int run(int argc, char** argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   bool named = false;
+  bool standalone = false;
   std::string addr_file;
   std::vector<std::string> conf_args;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -119,6 +130,10 @@ int run(int argc, char** argv) {
       } else {
         addr_file = a.substr(12);
       }
+      continue;
+    }
+    if (a == "--standalone") {
+      standalone = true;
       continue;
     }
     if (a == "-n" || a == "--name" || a.rfind("--name=", 0) == 0) named = true;
@@ -180,9 +195,11 @@ int run(int argc, char** argv) {
   auto registry = std::make_shared<MessageRegistry>();
   registry->add<objd::MObjdOp>();
   std::unique_ptr<Messenger> public_msgr, cluster_msgr;
+  std::unique_ptr<compat::DaemonAuth> daemon_auth;
   ServerAuth server_auth;
   try {
-    server_auth = compat::server_auth(cfg);
+    daemon_auth = compat::DaemonAuth::start(cfg, standalone, std::chrono::seconds(30));
+    server_auth = daemon_auth->server_auth();
     public_msgr = compat::create_messenger(cfg, compat::Purpose::public_network);
     cluster_msgr = compat::create_messenger(cfg, compat::Purpose::cluster_network);
   } catch (const SetupError& e) {
@@ -233,7 +250,7 @@ int run(int argc, char** argv) {
     fmt::print(stderr, "siphon-objd {}: {} (continuing without an admin socket)\n", me, admin_error);
   }
   const auto types = cfg.ms_types();
-  fmt::print("siphon-objd {}: {}\n", me, compat::describe(server_auth));
+  fmt::print("siphon-objd {}: {}\n", me, daemon_auth->describe());
   const std::string public_addr = public_msgr->get_myaddrs().to_string();
   fmt::print("siphon-objd {}: public {} ({}, {}), cluster {} ({}, {}), store: {}\n", me, public_addr,
              types.public_type.to_string(), cfg.ms_type_choice().origin(), cluster_msgr->get_myaddrs().to_string(),
@@ -260,6 +277,7 @@ int run(int argc, char** argv) {
   cluster_msgr->shutdown();
   public_msgr->wait();
   cluster_msgr->wait();
+  daemon_auth->shutdown();
   const auto& c = server.counters();
   fmt::print("siphon-objd {}: served {} put, {} get, {} stat, {} delete; {} error replies, {} messages dropped\n", me,
              c.puts.load(), c.gets.load(), c.stats.load(), c.deletes.load(), c.errors.load(), c.dropped.load());
