@@ -80,7 +80,7 @@ bool ConnectionImpl::switch_stack_if_due() {
     std::lock_guard l(info_mtx_);
     last = last_fault_.reason.empty() ? last_fault_.code.message() : last_fault_.reason;
   }
-  SIPHON_LOG(session, 1,
+  SIPHON_LOG(session, 0,
              "session with {} switches from {} to {} at {}: {} (primary failing for {:.1f} s, "
              "siphon_ms_fallback_after = {:.1f} s; last fault: {})",
              target_addrs_.to_string(), core_->stack->type(), core_->fallback->type(), fb->to_string(),
@@ -152,7 +152,7 @@ void ConnectionImpl::on_probe_tick(std::uint64_t gen) {
 }
 
 void ConnectionImpl::move_back(std::string_view why) {
-  SIPHON_LOG(session, 1, "session with {} switches from {} back to {}: {}", target_addrs_.to_string(),
+  SIPHON_LOG(session, 0, "session with {} switches from {} back to {}: {}", target_addrs_.to_string(),
              core_->fallback->type(), core_->stack->type(), why);
   core_->counters.primary_switches.fetch_add(1, std::memory_order_relaxed);
   on_fallback_ = false;

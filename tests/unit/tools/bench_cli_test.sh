@@ -168,8 +168,8 @@ failover)
   expect_json "$tmp/fo.json" 'd["results"]["messenger"]["fallback_switches"] == 1'
   expect_json "$tmp/fo.json" 'd["results"]["messenger"]["primary_switches"] == 1'
   expect_in "$tmp/fo.err" "software fabric link.* pulled"
-  expect_in "$tmp/fo.err" "switches from async+rdma to async+posix"
-  expect_in "$tmp/fo.err" "switches from async+posix back to async+rdma"
+  expect_in "$tmp/fo.err" "switches from async.rdma to async.posix"
+  expect_in "$tmp/fo.err" "switches from async.posix back to async.rdma"
   # The same flags without a fallback stack: no switch, and the session
   # still loses nothing (it waits for RDMA to come back).
   run nofo loopback --ms-type async+rdma --set ms_async_rdma_device_name=soft0 \
