@@ -441,14 +441,16 @@ class DeviceImpl final : public Device {
 
 // ------------------------------------------------------------- provider
 
-// Every live provider of the process, for set_link_down_all.
+// Every live provider of the process, for set_link_down_all. Never
+// destroyed: a provider held in a static (tests keep some) may be destroyed
+// after a function-local registry would have been.
 std::mutex& providers_mu() {
-  static std::mutex mu;
-  return mu;
+  static auto* mu = new std::mutex;
+  return *mu;
 }
 std::set<Fabric*>& providers() {
-  static std::set<Fabric*> all;
-  return all;
+  static auto* all = new std::set<Fabric*>;
+  return *all;
 }
 
 class ProviderImpl final : public Provider {
