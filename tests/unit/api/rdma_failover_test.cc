@@ -162,7 +162,10 @@ struct Rig {
     stop.store(true);
     sender.join();
     const std::uint64_t count = sent.load();
-    v.target = count;
+    {
+      std::lock_guard l(v.w.mu);  // the dispatcher reads it under this lock
+      v.target = count;
+    }
     v.expect_all(count, v.wait_all(count, std::chrono::seconds(60)));
     EXPECT_EQ(client_watch.resets.load() + client_watch.remote_resets.load(), 0);
     EXPECT_EQ(server_watch.resets.load() + server_watch.remote_resets.load(), 0);
