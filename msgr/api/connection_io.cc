@@ -62,7 +62,7 @@ std::error_code ConnectionImpl::send_message(MessageRef m) {
   } while (!send_queued_.compare_exchange_weak(cur, cur + n, std::memory_order_acq_rel));
   queue_full_logged_.store(false, std::memory_order_relaxed);
   unpin_received_data(*m);
-  MessageAccess::send_stamp(*m) = transport::WorkerPerf::now();  // for msgr_send_messages_queue_lat
+  MessageAccess::send_stamp(*m) = transport::WorkerPerf::queue_stamp();  // msgr_send_messages_queue_lat, sampled
   bool post = false;
   {
     std::lock_guard l(inbox_mtx_);
@@ -179,6 +179,11 @@ void ConnectionImpl::flush() {
   if (pending_keepalive_ack_ && conn_->queued_bytes() <= high_water)
     send_frame(session::encode(session::Keepalive2Ack{*std::exchange(pending_keepalive_ack_, std::nullopt)}));
   const bool lossless = !lossy_;
+  // When the messages of this flush reach the transport, for
+  // msgr_send_messages_queue_lat: the section's start, or, in a nested
+  // flush (which reads no clock of its own), one clock read taken when the
+  // first stamped message goes out.
+  transport::WorkerPerf::Clock::time_point handed = timed.start();
   while (outq_.has_pending() && conn_ && conn_->queued_bytes() < high_water) {
     bool replayed = false;
     MessageRef m = outq_.next_to_send(lossless, replayed);
@@ -222,13 +227,16 @@ void ConnectionImpl::flush() {
     send_frame(std::move(f));
     core_->counters.messages_sent.fetch_add(1, std::memory_order_relaxed);
     wp.inc(transport::l_msgr_send_messages);
-    // send_message() -> handed to the transport (this flush's start: one
-    // clock read per flush, not per message). Replays are not measured again.
-    // A zero stamp or start means counters were off at that end.
+    // send_message() -> handed to the transport (at most one clock read per
+    // flush, not per message). Replays are not measured again. A zero stamp
+    // means counters were off when it was sent, or the message was not
+    // sampled (connection_io.cc's send_message); a zero `handed` after the
+    // read, that counters are off now.
     if (auto& stamp = MessageAccess::send_stamp(*m); stamp != transport::WorkerPerf::Clock::time_point{}) {
-      if (timed.start() != transport::WorkerPerf::Clock::time_point{})
+      if (handed == transport::WorkerPerf::Clock::time_point{}) handed = transport::WorkerPerf::now();
+      if (handed != transport::WorkerPerf::Clock::time_point{})
         wp.tinc(transport::l_msgr_send_messages_queue_lat,
-                std::max(timed.start() - stamp, transport::WorkerPerf::Clock::duration{}));
+                std::max(handed - stamp, transport::WorkerPerf::Clock::duration{}));
       stamp = {};
     }
   }

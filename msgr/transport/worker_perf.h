@@ -87,38 +87,58 @@ class WorkerPerf {
     return {};
   }
 
-  // Times one section of the worker's work into `idx` and, unless it runs
-  // inside another timed section (a send flush inside a read handler), into
-  // msgr_running_total_time too, so the total counts every busy nanosecond
-  // once. Worker thread only.
+  // msgr_send_messages_queue_lat is sampled: every kQueueLatSampleEvery-th
+  // message a thread sends is stamped, the others carry a zero stamp and are
+  // not measured. The average (sum / avgcount) is that of the samples; its
+  // avgcount counts samples, not messages (msgr_send_messages counts those).
+  // Stamping every message cost two clock reads per message (~30 ns each on
+  // this project's VM), the largest part of what the counters cost a
+  // 64-byte message (docs/performance.md, "What the counters cost").
+  static constexpr unsigned kQueueLatSampleEvery = 8;
+  static Clock::time_point queue_stamp() noexcept {
+    if constexpr (perf::kCompiledIn) {
+      thread_local unsigned tick = 0;
+      if (++tick % kQueueLatSampleEvery == 0) return now();
+    }
+    return {};
+  }
+
+  // Times one section of the worker's work into `idx` and into
+  // msgr_running_total_time. Only the outermost section of a nesting is
+  // timed: a send flushed while a read is handled (a reply from
+  // ms_fast_dispatch) counts as receive time, and a write completion inside
+  // a flush as that flush's. So every busy nanosecond is counted once, in
+  // the category of the event the worker was handling, send + receive time
+  // equals the total, and a nested section reads no clock (two clock reads
+  // per message saved on an echo's reply path). Worker thread only.
   class Section {
    public:
     Section(WorkerPerf& p, int idx) noexcept : p_(p), idx_(idx) {
       if constexpr (perf::kCompiledIn) {
-        outer_ = p_.depth_++ == 0;
-        t0_ = now();
+        if (p_.depth_++ == 0) t0_ = now();
       }
     }
     ~Section() {
       if constexpr (perf::kCompiledIn) {
-        // Not timed when counters were off at the start (t0_ is zero).
+        // Not timed when nested or when counters were off at the start
+        // (t0_ is zero).
         if (t0_ != Clock::time_point{}) {
           const Clock::duration d = read_clock() - t0_;
           p_.tinc(idx_, d);
-          if (outer_) p_.tinc(l_msgr_running_total_time, d);
+          p_.tinc(l_msgr_running_total_time, d);
         }
         --p_.depth_;
       }
     }
     Section(const Section&) = delete;
     Section& operator=(const Section&) = delete;
-    // When the section began (a zero time point when counters are off).
+    // When the section began (a zero time point when nested or when
+    // counters are off).
     Clock::time_point start() const noexcept { return t0_; }
 
    private:
     WorkerPerf& p_;
     int idx_;
-    bool outer_ = false;
     Clock::time_point t0_{};
   };
 
