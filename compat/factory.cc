@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 
+#include "compat/ms_type.h"
 #include "compat/stack_plugins.h"
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -126,6 +127,8 @@ MessengerOptions messenger_options(const Config& c) {
   m.ms_max_queued_send_bytes_per_connection = c.get<Opt::ms_max_queued_send_bytes_per_connection>();
   m.ms_keepalive_interval = seconds(c.get<Opt::ms_keepalive_interval>());
   m.ms_msgr2_rev1 = c.get<Opt::ms_msgr2_rev1>();
+  m.siphon_ms_fallback_after = seconds(c.get<Opt::siphon_ms_fallback_after>());
+  m.siphon_ms_fallback_retry_interval = seconds(c.get<Opt::siphon_ms_fallback_retry_interval>());
   return m;
 }
 
@@ -268,9 +271,8 @@ std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg) {
   return std::shared_ptr<transport::Stack>(owned, owned->stack.get());
 }
 
-std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpose) {
-  const MsTypes types = cfg.ms_types();
-  const MsType& t = purpose == Purpose::cluster_network ? types.cluster_type : types.public_type;
+namespace {
+std::shared_ptr<transport::Stack> create_stack_of(const MsType& t, const Config& cfg) {
   auto& reg = StackRegistry::instance();
   auto stack = reg.create(t.name, cfg);
   if (!stack && t.stack == MsType::Stack::plugin) {
@@ -285,6 +287,27 @@ std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpos
   }
   return stack;
 }
+}  // namespace
+
+std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpose) {
+  const MsTypes types = cfg.ms_types();
+  return create_stack_of(purpose == Purpose::cluster_network ? types.cluster_type : types.public_type, cfg);
+}
+
+std::shared_ptr<transport::Stack> create_fallback_stack(const Config& cfg, const MsType& primary) {
+  const std::string text = cfg.get<Opt::siphon_ms_fallback_type>();
+  if (text.empty()) return nullptr;
+  std::string why;
+  const std::optional<MsType> fb = parse_ms_type(text, why);
+  if (!fb) throw SetupError(errc::config_error, "siphon_ms_fallback_type: " + why, "correct the option");
+  if (*fb == primary)
+    throw SetupError(errc::config_error,
+                     fmt::format("siphon_ms_fallback_type = {} is the messenger's own stack", fb->to_string()),
+                     "name another stack (e.g. async+posix beside async+rdma) or leave it empty");
+  return create_stack_of(*fb, cfg);
+}
+
+std::size_t set_soft_link_down(bool down) { return rdma::soft::set_link_down_all(down); }
 
 std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose) {
   MessengerOptions o = messenger_options(cfg);
@@ -297,7 +320,11 @@ std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose) 
   // the server checks CLIENT_IDENT's target address, nonce included.
   std::optional<std::uint32_t> nonce;
   if (name.type == entity_type::mon && purpose != Purpose::client) nonce = 0;
-  return Messenger::create(create_stack(cfg, purpose), name, std::move(o), nonce);
+  auto msgr = Messenger::create(create_stack(cfg, purpose), name, std::move(o), nonce);
+  const MsTypes types = cfg.ms_types();
+  if (auto fb = create_fallback_stack(cfg, purpose == Purpose::cluster_network ? types.cluster_type : types.public_type))
+    msgr->set_fallback_stack(std::move(fb));
+  return msgr;
 }
 
 }  // namespace siphon::compat

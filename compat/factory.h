@@ -47,7 +47,13 @@ entity_name_t messenger_name(const Config& cfg);
 // RDMA device, ...).
 std::shared_ptr<transport::Stack> create_stack(const Config& cfg, Purpose purpose);
 
-// A messenger on the stack `purpose` selects, named after the Config's
+// The stack siphon_ms_fallback_type names (docs/rdma-transport.md,
+// Failover), or nullptr when it is empty. Throws SetupError when it names
+// the messenger's own stack or a stack that cannot be built.
+std::shared_ptr<transport::Stack> create_fallback_stack(const Config& cfg, const MsType& primary);
+
+// A messenger on the stack `purpose` selects, with the fallback stack
+// siphon_ms_fallback_type names (if any), named after the Config's
 // entity, with its options (a mon.* daemon's public and cluster messengers
 // use nonce 0, as ceph-mon does). Throws SetupError like create_stack.
 std::unique_ptr<Messenger> create_messenger(const Config& cfg, Purpose purpose);
@@ -79,5 +85,10 @@ std::shared_ptr<transport::Stack> create_tcp_stack(const Config& cfg);
 // device exists, else the software fabric (the embedded default). The
 // returned stack owns its provider. Throws SetupError.
 std::shared_ptr<transport::Stack> create_rdma_stack(const Config& cfg);
+
+// Pulls (true) or plugs back (false) the link of every software-fabric
+// provider alive in this process (rdma::soft::set_link_down_all): the test
+// hook behind siphon-bench --soft-link-down. Returns how many it changed.
+std::size_t set_soft_link_down(bool down);
 
 }  // namespace siphon::compat

@@ -80,17 +80,18 @@ void ConnectionImpl::start_connect() {
 void ConnectionImpl::connect_attempt() {
   SIPHON_ASSERT_ON_WORKER(owner());
   if (state_ == State::closed || core_->stopping.load()) return;
+  if (switch_stack_if_due()) return;
   ++attempt_;
   state_ = State::connecting;
   client_hs_.reset();
   server_hs_.reset();
   arm_ready_timer();
-  const EntityAddr target = target_addrs_.empty() ? EntityAddr{} : target_addrs_.front();
-  SIPHON_LOG(session, 5, "connecting to {} (attempt {}, connect_seq {})", target.to_string(),
-             attempt_, ids_.connect_seq);
+  const EntityAddr target = dial_target();
+  SIPHON_LOG(session, 5, "connecting to {} (attempt {}, connect_seq {}{})", target.to_string(),
+             attempt_, ids_.connect_seq, on_fallback_ ? ", fallback stack" : "");
   ConnectionImplRef self(this);
   const std::uint64_t gen = attempt_;
-  core_->stack->connect(target.addr, owner(), [self, gen, target](std::error_code ec, transport::ConnectionRef c) {
+  dial_stack().connect(target.addr, owner(), [self, gen, target](std::error_code ec, transport::ConnectionRef c) {
     self->on_owner([self, gen, ec, c, target] {
       if (gen != self->attempt_ || self->state_ != State::connecting) {
         if (c) c->close();
@@ -323,6 +324,10 @@ void ConnectionImpl::become_ready() {
   state_ = State::ready;
   once_ready_ = true;
   backoff_.reset();
+  if (!on_fallback_) {
+    primary_failing_since_ = {};
+    moving_back_ = false;
+  }
   if (timer_) timer_->cancel();
   publish_peer();
   connected_.store(true, std::memory_order_release);
@@ -529,6 +534,7 @@ void ConnectionImpl::fault(std::error_code ec, std::string_view why) {
   if (idle_timer_) idle_timer_->cancel();
   connected_.store(false, std::memory_order_release);
   client_hs_.reset();
+  note_fault_for_failover();
   if (was == State::accepting && !once_ready_ && !replacing_) {
     // An accepted socket that never became a session: just forget it.
     server_hs_.reset();
@@ -657,6 +663,8 @@ void ConnectionImpl::ensure_timers() {
 void ConnectionImpl::cancel_timers() {
   timer_.reset();  // destroying a timer cancels its wait
   idle_timer_.reset();
+  probe_timer_.reset();
+  ++probe_gen_;
 }
 
 void ConnectionImpl::arm_ready_timer() {

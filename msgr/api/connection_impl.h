@@ -142,6 +142,25 @@ class ConnectionImpl final : public Connection {
   void pause_for_budget();
   bool over_budget() const;
 
+  // --- RDMA -> TCP failover (connection_failover.cc; docs/rdma-transport.md) ---
+  // The stack and address the next attempt dials.
+  transport::Stack& dial_stack() const noexcept;
+  EntityAddr dial_target() const;
+  // The peer's fallback address: the last of its addresses when it has more
+  // than one (ours first, then what its SERVER_IDENT advertised); nullopt
+  // when it has none (a Ceph peer, a Siphon peer without a fallback stack).
+  std::optional<EntityAddr> fallback_addr() const;
+  // A fault while on the primary stack starts (or continues) the failure window.
+  void note_fault_for_failover();
+  // At the start of an attempt: true when the session moves to the other
+  // stack instead (the attempt runs there, on a worker of that stack).
+  bool switch_stack_if_due();
+  // Moves the session to `w` (another stack's worker) and dials from there.
+  void redial_on(transport::Worker& w);
+  void arm_probe();
+  void on_probe_tick(std::uint64_t gen);
+  void move_back(std::string_view why);
+
   // --- READY data path (connection_io.cc) ---
   void drain_inbox();
   // send_message() on the owning worker may drain at once (see above).
@@ -229,6 +248,14 @@ class ConnectionImpl final : public Connection {
   void touch() noexcept;
   std::uint64_t idle_seen_ = 0;
   std::uint64_t attempt_ = 0;        // generation of the current attempt (timer staleness)
+
+  // Failover state (worker state; connection_failover.cc).
+  bool on_fallback_ = false;         // attempts dial the fallback stack / address
+  bool fail_over_now_ = false;       // a move back failed: the next attempt returns at once
+  bool moving_back_ = false;         // the attempt after a successful probe is on the primary
+  std::chrono::steady_clock::time_point primary_failing_since_{};  // {}: the primary is not failing
+  std::unique_ptr<boost::asio::steady_timer> probe_timer_;  // on_fallback_: probes the primary
+  std::uint64_t probe_gen_ = 0;
 };
 
 }  // namespace siphon::detail

@@ -73,6 +73,8 @@ struct MessengerStats {
   std::uint64_t auth_accepted = 0;        // peers this accepting side authenticated with cephx (key proven,
                                           // AUTH_SIGNATURE checked)
   std::uint64_t decrypt_errors = 0;       // secure-mode frames whose GCM tag failed (connection faulted)
+  std::uint64_t fallback_switches = 0;    // sessions that moved from the primary stack to the fallback one
+  std::uint64_t primary_switches = 0;     // sessions that moved back from the fallback stack to the primary
   // Gauges (current values, not monotonic):
   std::uint64_t connections = 0;          // connections open or closing (sessions and handshakes)
   std::uint64_t undispatched_bytes = 0;   // received message bytes queued for dispatch (what
@@ -109,10 +111,19 @@ class Messenger {
   // (default: auth none, crc). cephx here is the key-based exchange with
   // the entities of a keyring (docs/security.md).
   virtual void set_server_auth(const ServerAuth& auth) = 0;
+  // A second stack (say async+posix beside an async+rdma primary) that
+  // lossless sessions fail over to when the primary path to a peer keeps
+  // failing, and move back from when it works again (docs/rdma-transport.md,
+  // Failover; MessengerOptions::siphon_ms_fallback_*). With one, bind() also
+  // listens on the fallback stack and advertises those addresses after the
+  // primary ones. Default: none (every session stays on the one stack).
+  virtual void set_fallback_stack(std::shared_ptr<transport::Stack> stack) = 0;
   virtual void add_dispatcher_head(Dispatcher* d) = 0;
   virtual void add_dispatcher_tail(Dispatcher* d) = 0;
   // Listens on every address of `addrs` (port 0: a free port). Each address
-  // is advertised as type MSGR2 with our nonce.
+  // is advertised as type MSGR2 with our nonce. With a fallback stack, each
+  // address is listened on there too, on a free port, and advertised after
+  // all the primary ones.
   virtual std::error_code bind(const EntityAddrVec& addrs) = 0;
 
   // --- running ---

@@ -59,7 +59,9 @@ struct Counters {
         send_queue_full(l, l_siphon_msgr_send_queue_full),
         auth_refused(l, l_siphon_msgr_auth_refused),
         auth_accepted(l, l_siphon_msgr_auth_accepted),
-        decrypt_errors(l, l_siphon_msgr_decrypt_errors) {}
+        decrypt_errors(l, l_siphon_msgr_decrypt_errors),
+        fallback_switches(l, l_siphon_msgr_fallback_switches),
+        primary_switches(l, l_siphon_msgr_primary_switches) {}
   std::atomic<std::uint64_t> messages_sent{0};
   std::atomic<std::uint64_t> messages_received{0};
   MessengerCounter messages_replayed;
@@ -75,6 +77,8 @@ struct Counters {
   MessengerCounter auth_refused;
   MessengerCounter auth_accepted;
   MessengerCounter decrypt_errors;
+  MessengerCounter fallback_switches;
+  MessengerCounter primary_switches;
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
@@ -85,6 +89,8 @@ class MessengerCore : public std::enable_shared_from_this<MessengerCore> {
 
   // --- fixed after start() ---
   std::shared_ptr<transport::Stack> stack;
+  // Lossless sessions fail over to it (Messenger::set_fallback_stack); null: none.
+  std::shared_ptr<transport::Stack> fallback;
   const entity_name_t name;
   const MessengerOptions options;
   const std::uint32_t nonce;

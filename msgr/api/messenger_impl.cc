@@ -42,33 +42,33 @@ class MessengerImpl final : public Messenger {
     std::rotate(ds.rbegin(), ds.rbegin() + 1, ds.rend());
   }
   void add_dispatcher_tail(Dispatcher* d) override { core_->dispatchers.push_back(d); }
+  void set_fallback_stack(std::shared_ptr<transport::Stack> s) override { core_->fallback = std::move(s); }
 
   std::error_code bind(const EntityAddrVec& addrs) override {
     start_stack();
     EntityAddrVec bound_addrs = core_->my_addrs();
+    // The fallback stack's addresses stay last: a peer dials the first
+    // address over its primary stack and the last one over its fallback
+    // (docs/rdma-transport.md, Failover), and a Ceph peer dials the first.
+    std::vector<EntityAddr> fallback_addrs(bound_addrs.addrs.end() - static_cast<std::ptrdiff_t>(fallback_bound_),
+                                           bound_addrs.addrs.end());
+    bound_addrs.addrs.resize(bound_addrs.addrs.size() - fallback_bound_);
     for (const EntityAddr& a : addrs.addrs) {
-      NetAddress bound;
-      std::weak_ptr<MessengerCore> w = core_;
-      const std::error_code ec = core_->stack->listen(
-          a.addr,
-          [w](transport::ConnectionRef c) {
-            if (auto core = w.lock())
-              ConnectionImpl::accept(std::move(core), std::move(c));
-            else
-              c->close();
-          },
-          bound);
-      if (ec) {
-        SIPHON_LOG(ms, 0, "bind to {} failed: {}", a.addr.to_string(), ec.message());
-        return ec;
-      }
       EntityAddr mine;
-      mine.type = AddrType::msgr2;
-      mine.nonce = core_->nonce;
-      mine.addr = bound;
+      if (const std::error_code ec = listen_on(*core_->stack, a.addr, mine)) return ec;
       bound_addrs.addrs.push_back(mine);
-      SIPHON_LOG(ms, 5, "bound to {}", mine.to_string());
+      if (core_->fallback) {
+        // Same IP, a free port: the primary may hold this one (the soft
+        // fabric's rdma_cm listens on the same TCP port as its address).
+        NetAddress any = a.addr;
+        any.set_port(0);
+        EntityAddr fb;
+        if (const std::error_code ec = listen_on(*core_->fallback, any, fb)) return ec;
+        fallback_addrs.push_back(fb);
+        ++fallback_bound_;
+      }
     }
+    bound_addrs.addrs.insert(bound_addrs.addrs.end(), fallback_addrs.begin(), fallback_addrs.end());
     core_->set_my_addrs(bound_addrs);
     return {};
   }
@@ -102,6 +102,7 @@ class MessengerImpl final : public Messenger {
     core_->dispatch_queue.stop();
     // A stack shared with other messengers keeps running for them.
     if (stack_started_ && core_->stack->remove_user()) core_->stack->stop();
+    if (stack_started_ && core_->fallback && core_->fallback->remove_user()) core_->fallback->stop();
     waited_ = true;
   }
 
@@ -158,6 +159,8 @@ class MessengerImpl final : public Messenger {
     s.auth_refused = c.auth_refused.load();
     s.auth_accepted = c.auth_accepted.load();
     s.decrypt_errors = c.decrypt_errors.load();
+    s.fallback_switches = c.fallback_switches.load();
+    s.primary_switches = c.primary_switches.load();
     s.connections = core_->live_count();
     s.undispatched_bytes = core_->dispatch_bytes.load(std::memory_order_acquire);
     return s;
@@ -200,12 +203,40 @@ class MessengerImpl final : public Messenger {
     if (stack_started_) return;
     core_->stack->start();
     core_->stack->add_user();
+    if (core_->fallback) {
+      core_->fallback->start();
+      core_->fallback->add_user();
+    }
     stack_started_ = true;
+  }
+
+  std::error_code listen_on(transport::Stack& stack, const NetAddress& at, EntityAddr& mine) {
+    NetAddress bound;
+    std::weak_ptr<MessengerCore> w = core_;
+    const std::error_code ec = stack.listen(
+        at,
+        [w](transport::ConnectionRef c) {
+          if (auto core = w.lock())
+            ConnectionImpl::accept(std::move(core), std::move(c));
+          else
+            c->close();
+        },
+        bound);
+    if (ec) {
+      SIPHON_LOG(ms, 0, "bind to {} ({}) failed: {}", at.to_string(), stack.type(), ec.message());
+      return ec;
+    }
+    mine.type = AddrType::msgr2;
+    mine.nonce = core_->nonce;
+    mine.addr = bound;
+    SIPHON_LOG(ms, 5, "bound to {} ({})", mine.to_string(), stack.type());
+    return {};
   }
 
   std::shared_ptr<MessengerCore> core_;
   std::mutex stack_mtx_;
   bool stack_started_ = false;
+  std::size_t fallback_bound_ = 0;  // fallback addresses at the end of our addresses
   bool started_ = false;
   bool registered_ = false;  // core_->perf is in the process collection
   bool waited_ = false;

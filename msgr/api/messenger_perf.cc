@@ -33,6 +33,11 @@ std::shared_ptr<perf::Logger> make_messenger_logger(const std::string& entity) {
                     {}, perf::kUseful);
   b.add_u64_counter(l_siphon_msgr_decrypt_errors, "decrypt_errors",
                     "Secure-mode frames whose AES-GCM tag failed (the connection faulted)", {}, perf::kInteresting);
+  b.add_u64_counter(l_siphon_msgr_fallback_switches, "fallback_switches",
+                    "Sessions moved from the primary stack to the fallback stack (RDMA path unusable)", "fbk",
+                    perf::kInteresting);
+  b.add_u64_counter(l_siphon_msgr_primary_switches, "primary_switches",
+                    "Sessions moved back from the fallback stack to the primary stack", {}, perf::kInteresting);
   b.add_u64(l_siphon_msgr_connections, "connections", "Connections open or closing (sessions and handshakes)", {},
             perf::kUseful);
   b.add_u64(l_siphon_msgr_undispatched_bytes, "undispatched_bytes",

@@ -57,6 +57,17 @@ struct MessengerOptions {
   // and a refusal it does not see would be a lost message. Siphon extension.
   std::uint64_t ms_max_queued_send_bytes_per_connection = 0;
 
+  // --- RDMA -> TCP failover (Siphon extension; docs/rdma-transport.md, Failover) ---
+  // Only with a fallback stack (Messenger::set_fallback_stack). How long a
+  // session's dialling over the primary stack may keep failing (from its
+  // first fault) before it dials the peer's fallback address over the
+  // fallback stack; 0: at the first failure.
+  std::chrono::nanoseconds siphon_ms_fallback_after = std::chrono::seconds(5);  // siphon_ms_fallback_after
+  // While a session runs on the fallback stack, the primary path to its
+  // peer is probed this often; when a probe connects, the session moves
+  // back (SESSION_RECONNECT over the primary, unacknowledged messages replayed).
+  std::chrono::nanoseconds siphon_ms_fallback_retry_interval = std::chrono::seconds(30);  // siphon_ms_fallback_retry_interval
+
   // --- observability ---
   // What this messenger is for ("public", "cluster", "client"; compat's
   // create_messenger sets it from its Purpose). Only tells apart the perf

@@ -271,7 +271,7 @@ class CmIdImpl final : public CmId {
       }
       c.my_param = param;
       std::error_code rc;
-      const int fd = connect_nb(c.peer, rc);
+      const int fd = fabric_->engine->link_down() ? (rc = from_errno(ENETUNREACH), -1) : connect_nb(c.peer, rc);
       if (fd < 0) {
         c.st = CmCore::St::failed;
         c.emit(rc == errc::connection_refused ? CmEventType::rejected : CmEventType::unreachable, rc);

@@ -129,6 +129,12 @@ class Engine {
   TimePoint now() const noexcept { return now_; }
   const SoftOptions& options() const noexcept { return options_; }
   Counters& counters() noexcept { return counters_; }
+  // The adapter's cable pulled (soft::set_link_down): every link is closed
+  // with ENETDOWN, and while down no link opens (connects fail, accepted
+  // sockets are reset), so RC retries run out and CM connects are
+  // unreachable, as with a dead port. Set on the engine thread; read anywhere.
+  bool link_down() const noexcept { return link_down_.load(std::memory_order_acquire); }
+  void set_link_down(bool down);
 
  private:
   void run();
@@ -142,6 +148,7 @@ class Engine {
   int wakefd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+  std::atomic<bool> link_down_{false};
   std::thread thread_;
   std::thread::id thread_id_;
   TimePoint now_{};

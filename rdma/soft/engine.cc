@@ -129,6 +129,21 @@ std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events) noexcep
 
 void Engine::del_fd(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
 
+void Engine::set_link_down(bool down) {
+  link_down_.store(down, std::memory_order_release);
+  if (!down) return;
+  // Closing a link calls its QP or CM back, which may close others (retired,
+  // so still valid here) but opens none while the link is down.
+  std::vector<Link*> open;
+  for (Handler* h : handlers_)
+    if (auto* l = dynamic_cast<Link*>(h); l != nullptr && l->state != Link::State::closed) open.push_back(l);
+  for (Link* l : open) {
+    if (l->state == Link::State::closed) continue;
+    l->error = ENETDOWN;
+    l->close(true);
+  }
+}
+
 void Engine::retire(std::unique_ptr<Handler> h) {
   h->retired = true;
   handlers_.erase(h.get());

@@ -128,6 +128,13 @@ void Listener::on_io(std::uint32_t) {
   for (int i = 0; i < 64; ++i) {
     const int c = ::accept4(fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (c < 0) return;  // EAGAIN, or a transient error: try at the next event
+    if (engine.link_down()) {
+      // The cable is out: the peer's connect ends in a reset, not in a link.
+      const linger reset{1, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+      ::close(c);
+      continue;
+    }
     tune_socket(c);
     on_accept_(c);
   }

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <random>
+#include <set>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -439,9 +441,34 @@ class DeviceImpl final : public Device {
 
 // ------------------------------------------------------------- provider
 
+// Every live provider of the process, for set_link_down_all. Never
+// destroyed: a provider held in a static (tests keep some) may be destroyed
+// after a function-local registry would have been.
+std::mutex& providers_mu() {
+  static auto* mu = new std::mutex;
+  return *mu;
+}
+std::set<Fabric*>& providers() {
+  static auto* all = new std::set<Fabric*>;
+  return *all;
+}
+
 class ProviderImpl final : public Provider {
  public:
-  explicit ProviderImpl(const SoftOptions& o) : fabric_(std::make_shared<Fabric>(o)) {}
+  explicit ProviderImpl(const SoftOptions& o) : fabric_(std::make_shared<Fabric>(o)) {
+    std::lock_guard lk(providers_mu());
+    providers().insert(fabric_.get());
+  }
+  ~ProviderImpl() override {
+    std::lock_guard lk(providers_mu());
+    providers().erase(fabric_.get());
+  }
+  void set_link_down(bool down) { set_fabric_link_down(*fabric_, down); }
+  static void set_fabric_link_down(Fabric& f, bool down) {
+    if (f.engine->link_down() == down) return;
+    SIPHON_LOG(rdma, 1, "soft: link {} (soft::set_link_down)", down ? "down: every link closed" : "up again");
+    f.engine->call([&f, down] { f.engine->set_link_down(down); });
+  }
   std::string_view name() const noexcept override { return "soft"; }
   bool completions_from_process_thread() const noexcept override { return true; }
   std::vector<std::string> list_devices() override {
@@ -519,6 +546,19 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& o) {
 std::vector<SoftQpPath> qp_paths(const Provider& provider) {
   const auto* p = dynamic_cast<const ProviderImpl*>(&provider);
   return p != nullptr ? p->qp_paths() : std::vector<SoftQpPath>{};
+}
+
+bool set_link_down(Provider& provider, bool down) {
+  auto* p = dynamic_cast<ProviderImpl*>(&provider);
+  if (p == nullptr) return false;
+  p->set_link_down(down);
+  return true;
+}
+
+std::size_t set_link_down_all(bool down) {
+  std::lock_guard lk(providers_mu());
+  for (Fabric* f : providers()) ProviderImpl::set_fabric_link_down(*f, down);
+  return providers().size();
 }
 
 std::optional<SoftCounters> counters(const Provider& provider) {

@@ -195,7 +195,8 @@ void QpCore::open_link() {
   NetAddress to;
   std::error_code ec;
   int fd = -1;
-  if (gid_to_address(attr.av.dgid, static_cast<std::uint16_t>(attr.dest_qp_num >> 8), scope, to))
+  if (!e.link_down() &&
+      gid_to_address(attr.av.dgid, static_cast<std::uint16_t>(attr.dest_qp_num >> 8), scope, to))
     fd = connect_nb(to, ec);
   if (fd < 0) {
     reconnect_wait_ = true;  // the retry timer tries again

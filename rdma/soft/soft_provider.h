@@ -120,4 +120,15 @@ std::optional<SoftCounters> counters(const Provider& provider);
 // others).
 std::vector<SoftQpPath> qp_paths(const Provider& provider);
 
+// Pulls the cable of a provider made by make_provider (true) or plugs it
+// back in (false): while down every link of the provider is closed and no
+// link opens, so established QPs run out of RC retries (RETRY_EXC_ERR) and
+// their CM reports the disconnection, connects fail as unreachable, and
+// peers connecting to it are reset. QPs made before the cut stay in ERR;
+// new ones work once the link is up. False for other providers.
+bool set_link_down(Provider& provider, bool down);
+// The same for every soft provider alive in this process (siphon-bench
+// --soft-link-down); returns how many it changed.
+std::size_t set_link_down_all(bool down);
+
 }  // namespace siphon::rdma::soft

@@ -202,6 +202,15 @@ const std::vector<Flag>& flags() {
          a.seed = *x;
          return {};
        }},
+      {"--soft-link-down", true, kLoad, [](BenchArgs& a, std::string_view v) -> std::string {
+         const auto colon = v.find(':');
+         const auto at = colon == std::string_view::npos ? std::nullopt : parse_double(v.substr(0, colon), 0, 1e6);
+         const auto len = colon == std::string_view::npos ? std::nullopt : parse_double(v.substr(colon + 1), 0.001, 1e6);
+         if (!at || !len) return fmt::format("expects AT:FOR in seconds (e.g. 2:3), got '{}'", v);
+         a.soft_link_down_at = *at;
+         a.soft_link_down_for = *len;
+         return {};
+       }},
       {"--inject-corruption-every", true, kLoad, [](BenchArgs& a, std::string_view v) -> std::string {
          const auto x = parse_uint(v, 1, std::numeric_limits<std::uint64_t>::max());
          if (!x) return fmt::format("expects a positive whole number, got '{}'", v);

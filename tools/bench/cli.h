@@ -68,6 +68,11 @@ struct BenchArgs {
   // before it is sent (source: the server damages every Nth reply), so that
   // --verify must report exactly count/N corrupted messages.
   std::uint64_t inject_corruption_every = 0;
+  // --soft-link-down AT:FOR: the software fabric's links of this process are
+  // pulled AT seconds after the load starts, for FOR seconds (RDMA failover
+  // runs with siphon_ms_fallback_type; docs/benchmarking.md). AT < 0: never.
+  double soft_link_down_at = -1;
+  double soft_link_down_for = 0;
 
   // Which flags were given (for checks that depend on the config later).
   bool size_given = false;

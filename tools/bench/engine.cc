@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "compat/admin.h"
+#include "compat/factory.h"
+#include "msgr/base/error.h"
 #include "msgr/transport/transport.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/perf_delta.h"
@@ -223,6 +225,7 @@ class BenchServer final : public Dispatcher {
 // A server messenger on its own stack (loopback and server mode).
 struct ServerSide {
   std::shared_ptr<transport::Stack> stack;
+  std::shared_ptr<transport::Stack> fallback;  // siphon_ms_fallback_type (none: null)
   std::unique_ptr<BenchServer> logic;
   std::unique_ptr<Messenger> msgr;
 
@@ -235,6 +238,61 @@ struct ServerSide {
   }
 };
 
+// siphon_ms_fallback_type: the stack `msgr` fails over to, made on first use
+// and then shared by the side's messengers like its primary stack.
+bool attach_fallback(const RunSetup& s, Messenger& msgr, std::shared_ptr<transport::Stack>& fallback,
+                     std::string& error) {
+  try {
+    if (!fallback) fallback = compat::create_fallback_stack(*s.cfg, s.ms_type);
+  } catch (const SetupError& e) {
+    error = fmt::format("cannot create the fallback stack: {}", e.what());
+    return false;
+  }
+  if (fallback) msgr.set_fallback_stack(fallback);
+  return true;
+}
+
+// --soft-link-down AT:FOR (test hook): the software fabric's links of this
+// process are pulled AT seconds into the run and plugged back FOR seconds
+// later; always plugged back when the run ends.
+class LinkCutter {
+ public:
+  LinkCutter(double at, double len, std::function<void(const std::string&)> info) {
+    if (at < 0) return;
+    thread_ = std::thread([this, at, len, info = std::move(info)] {
+      if (!sleep(at)) return;
+      const std::size_t n = compat::set_soft_link_down(true);
+      if (info) info(fmt::format("--soft-link-down: {} software fabric link(s) pulled for {} s", n, len));
+      down_ = true;
+      if (!sleep(len)) return;
+      compat::set_soft_link_down(false);
+      down_ = false;
+      if (info) info("--soft-link-down: links plugged back in");
+    });
+  }
+  ~LinkCutter() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+    if (down_) compat::set_soft_link_down(false);
+  }
+
+ private:
+  bool sleep(double s) {
+    std::unique_lock l(mu_);
+    return !cv_.wait_for(l, std::chrono::duration<double>(s), [this] { return stop_; });
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::atomic<bool> down_{false};
+  std::thread thread_;
+};
+
 // Creates, binds and starts a server. On failure returns false with `error`
 // (and `unavailable` when the stack cannot be created).
 bool start_server(const RunSetup& s, const std::string& bind_text, std::optional<std::uint32_t> nonce,
@@ -245,6 +303,10 @@ bool start_server(const RunSetup& s, const std::string& bind_text, std::optional
   if (!out.stack) return false;
   out.logic = std::make_unique<BenchServer>(!s.args.queue_dispatch, std::move(cpu));
   out.msgr = Messenger::create(out.stack, {entity_type::osd, 0}, s.options, nonce);
+  if (!attach_fallback(s, *out.msgr, out.fallback, error)) {
+    out.msgr.reset();
+    return false;
+  }
   out.msgr->set_policy(entity_type::client, s.args.lossy ? Policy::stateless_server() : Policy::stateful_server());
   out.msgr->add_dispatcher_tail(out.logic.get());
   EntityAddr a = *addr;
@@ -340,7 +402,7 @@ class BenchClient {
   }
   // Faults, reconnects and CRC rejections of every messenger in this process.
   struct FaultTotals {
-    std::uint64_t faults = 0, reconnects = 0, crc_errors = 0;
+    std::uint64_t faults = 0, reconnects = 0, crc_errors = 0, fallback_switches = 0, primary_switches = 0;
   };
   FaultTotals faults() const {
     FaultTotals t;
@@ -348,6 +410,8 @@ class BenchClient {
       t.faults += st.faults;
       t.reconnects += st.reconnects;
       t.crc_errors += st.crc_errors;
+      t.fallback_switches += st.fallback_switches;
+      t.primary_switches += st.primary_switches;
     };
     for (const auto& c : conns_)
       if (c->msgr) add(c->msgr->stats());
@@ -397,6 +461,7 @@ class BenchClient {
   std::function<MessengerStats()> peer_stats_;
   const transport::Stack* peer_stack_ = nullptr;  // loopback: the server's stack
   std::shared_ptr<transport::Stack> stack_;
+  std::shared_ptr<transport::Stack> fallback_;  // siphon_ms_fallback_type (none: null)
   std::vector<std::unique_ptr<ClientConn>> conns_;
   std::atomic<bool> sending_{false};
   std::atomic<bool> measuring_{false};
@@ -460,6 +525,7 @@ bool BenchClient::connect(std::string& error, bool& unavailable) {
       // One messenger per connection (a messenger keeps one session per
       // peer), all on the one client stack as Ceph shares a process's stack.
       c->msgr = Messenger::create(stack_, {entity_type::client, -1}, s_.options);
+      if (!attach_fallback(s_, *c->msgr, fallback_, error)) return false;
       c->msgr->set_policy(entity_type::osd, policy);
       c->msgr->add_dispatcher_tail(c->dispatcher.get());
       c->msgr->start();
@@ -707,6 +773,7 @@ Result BenchClient::run() {
     return tp + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds));
   };
 
+  const LinkCutter cutter(a_.soft_link_down_at, a_.soft_link_down_for, s_.info);
   // Warm-up (timed runs), then the measured window.
   if (timed) {
     start_load();
@@ -807,6 +874,8 @@ Result BenchClient::run() {
   r.faults = faults1.faults - faults0.faults;
   r.reconnects = faults1.reconnects - faults0.reconnects;
   r.crc_errors = faults1.crc_errors - faults0.crc_errors;
+  r.fallback_switches = faults1.fallback_switches - faults0.fallback_switches;
+  r.primary_switches = faults1.primary_switches - faults0.primary_switches;
   r.client_cpu = to_side(cpu1 - cpu0);
   r.server_cpu = to_side(CpuTimes{server.user_ns, server.system_ns});
   r.verify = a_.verify;

@@ -97,6 +97,8 @@ void write_table(std::ostream& os, const Result& r) {
   }
   fmt::print(os, "  {:<22}{:>14}\n", "errors", r.errors);
   fmt::print(os, "  {:<22}{:>14}\n", "faults / reconnects", fmt::format("{} / {}", r.faults, r.reconnects));
+  if (r.fallback_switches != 0 || r.primary_switches != 0)
+    fmt::print(os, "  {:<22}{:>14}\n", "failover / back", fmt::format("{} / {}", r.fallback_switches, r.primary_switches));
   if (r.crc_errors != 0) fmt::print(os, "  {:<22}{:>14}\n", "frames with bad CRC", r.crc_errors);
   for (const auto& ph : r.phases) {
     const double rate = ph.seconds > 0 ? static_cast<double>(ph.ops) / ph.seconds : 0;
@@ -197,7 +199,8 @@ void write_json(std::ostream& os, const Result& r) {
      << ",\"msgs_per_s\":" << json_number(r.msgs_per_s()) << ",\"mib_per_s\":" << json_number(r.mib_per_s())
      << ",\"gbit_per_s\":" << json_number(r.gbit_per_s())
      << ",\"messenger\":{\"faults\":" << r.faults << ",\"reconnects\":" << r.reconnects
-     << ",\"crc_errors\":" << r.crc_errors << '}'
+     << ",\"crc_errors\":" << r.crc_errors << ",\"fallback_switches\":" << r.fallback_switches
+     << ",\"primary_switches\":" << r.primary_switches << '}'
      << ",\"cpu\":{\"client_user_s\":" << json_number(r.client_cpu.user_s)
      << ",\"client_system_s\":" << json_number(r.client_cpu.system_s)
      << ",\"server_user_s\":" << json_number(r.server_cpu.user_s)

@@ -90,6 +90,9 @@ struct Result {
   // Of the faults, frames the messenger rejected for a bad CRC: bytes damaged
   // below it (e.g. ms_inject_corruption_probability), never dispatched.
   std::uint64_t crc_errors = 0;
+  // Sessions moved to the fallback stack and back (siphon_ms_fallback_type).
+  std::uint64_t fallback_switches = 0;
+  std::uint64_t primary_switches = 0;
   SideCpu client_cpu, server_cpu;
   Histogram latency;              // per message (echo: round trip), ns
   std::vector<double> msgs_per_second;  // one entry per second of the window

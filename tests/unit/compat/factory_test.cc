@@ -247,5 +247,39 @@ TEST(Factory, MessengersFromAConfigTalkOverRdma) {
             "ms async rdma buffer size = 16K\n");
 }
 
+// siphon_ms_fallback_type (docs/rdma-transport.md §12): off by default (one
+// address per bind, as before); set, the messenger binds on both stacks and
+// advertises the fallback last; the timing options reach MessengerOptions;
+// naming the messenger's own stack or no stack is an error that says so.
+TEST(Factory, FallbackStackIsOffByDefaultAndBindsBothWhenSet) {
+  const std::string rdma = "[global]\nms type = async+rdma\nms async rdma device name = soft0\n"
+                           "ms async rdma buffer size = 16K\n";
+  const auto any = proto::EntityAddrVec(proto::EntityAddr(proto::AddrType::msgr2, *NetAddress::parse("127.0.0.1:0")));
+  EXPECT_EQ(create_fallback_stack(load(rdma), MsType{MsType::Stack::rdma, "rdma"}), nullptr);
+  {
+    auto m = create_messenger(load(rdma, "osd.0"), Purpose::public_network);
+    ASSERT_FALSE(m->bind(any));
+    EXPECT_EQ(m->get_myaddrs().addrs.size(), 1u) << m->get_myaddrs().to_string();
+  }
+  const Config c = load(rdma + "siphon ms fallback type = async+posix\nsiphon ms fallback after = 2.5\n"
+                               "siphon ms fallback retry interval = 7\n", "osd.0");
+  EXPECT_EQ(messenger_options(c).siphon_ms_fallback_after, std::chrono::milliseconds(2500));
+  EXPECT_EQ(messenger_options(c).siphon_ms_fallback_retry_interval, std::chrono::seconds(7));
+  auto m = create_messenger(c, Purpose::public_network);
+  ASSERT_FALSE(m->bind(any));
+  const auto addrs = m->get_myaddrs();
+  ASSERT_EQ(addrs.addrs.size(), 2u) << addrs.to_string();
+  EXPECT_NE(addrs.addrs[0].addr.port(), addrs.addrs[1].addr.port());
+  EXPECT_EQ(addrs.addrs[1].type, proto::AddrType::msgr2);
+  m->shutdown();
+  m->wait();
+  try {
+    create_messenger(load(rdma + "siphon ms fallback type = async+rdma\n"), Purpose::public_network);
+    FAIL() << "no error for a fallback equal to the primary";
+  } catch (const SetupError& e) {
+    EXPECT_NE(std::string(e.what()).find("siphon_ms_fallback_type"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace siphon::compat

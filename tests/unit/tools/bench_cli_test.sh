@@ -150,6 +150,37 @@ verify_clean)
   expect_json "$tmp/f.json" 'd["results"]["verify"]["duplicated"] + d["results"]["verify"]["reordered"] + d["results"]["verify"]["corrupted"] == 0'
   ;;
 
+failover)
+  # RDMA -> TCP failover inside one lossless session (docs/rdma-transport.md
+  # §12): over async+rdma on the software fabric with a TCP fallback, the
+  # process's fabric links are pulled 2 s into the run for 2 s. The run keeps
+  # going over TCP, returns to RDMA, and --verify finds every message once,
+  # in order, intact; one switch each way.
+  run fo loopback --ms-type async+rdma --set ms_async_rdma_device_name=soft0 \
+    --set siphon_ms_fallback_type=async+posix --set siphon_ms_fallback_after=0.5 \
+    --set siphon_ms_fallback_retry_interval=0.2 --set ms_initial_backoff=0.01 --set ms_max_backoff=0.1 \
+    --duration 7 --warmup 0 --size-dist 1-8K --verify --soft-link-down 2:2 --json "$tmp/fo.json"
+  expect_status 0
+  validate "$tmp/fo.json"
+  expect_json "$tmp/fo.json" 'd["results"]["verify"]["checked"] > 1000'
+  expect_json "$tmp/fo.json" 'd["results"]["verify"]["lost"] + d["results"]["verify"]["duplicated"] + d["results"]["verify"]["reordered"] + d["results"]["verify"]["corrupted"] == 0'
+  expect_json "$tmp/fo.json" 'd["results"]["errors"] == 0'
+  expect_json "$tmp/fo.json" 'd["results"]["messenger"]["fallback_switches"] == 1'
+  expect_json "$tmp/fo.json" 'd["results"]["messenger"]["primary_switches"] == 1'
+  expect_in "$tmp/fo.err" "software fabric link.* pulled"
+  expect_in "$tmp/fo.err" "switches from async.rdma to async.posix"
+  expect_in "$tmp/fo.err" "switches from async.posix back to async.rdma"
+  # The same flags without a fallback stack: no switch, and the session
+  # still loses nothing (it waits for RDMA to come back).
+  run nofo loopback --ms-type async+rdma --set ms_async_rdma_device_name=soft0 \
+    --set ms_initial_backoff=0.01 --set ms_max_backoff=0.1 \
+    --duration 6 --warmup 0 --size-dist 1-8K --verify --soft-link-down 2:1 --json "$tmp/nofo.json"
+  expect_status 0
+  expect_json "$tmp/nofo.json" 'd["results"]["verify"]["lost"] + d["results"]["verify"]["duplicated"] + d["results"]["verify"]["reordered"] + d["results"]["verify"]["corrupted"] == 0'
+  expect_json "$tmp/nofo.json" 'd["results"]["messenger"]["fallback_switches"] + d["results"]["messenger"]["primary_switches"] == 0'
+  expect_json "$tmp/nofo.json" 'd["results"]["messenger"]["faults"] > 0'
+  ;;
+
 verify_detects)
   # Test hook --inject-corruption-every N: every Nth payload is damaged after
   # its CRC was taken and before the messenger sees it (source: the server
