@@ -385,6 +385,11 @@ class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
   Step on_cephx_request(const AuthRequest& req, std::uint32_t con_mode);
   Step on_auth_request_more(const Frame& f);
   Step bad_method(std::uint32_t method, std::int32_t result, std::string why);
+  // The cephx exchange's last server step, shared by the key-based exchange
+  // and the authorizer: AUTH_DONE carrying `payload`, then AUTH_SIGNATURE
+  // over what the peer sent (the first secure frame in secure mode, keyed
+  // by `connection_secret`).
+  Step finish_cephx(const auth::Bytes& payload, auth::Bytes connection_secret);
   bool daemon_peer() const noexcept { return peer_.type != proto::kEntityTypeClient; }
   void record(const Frame& f, auth::Bytes& into) const;
   Step send(Step s, Frame f);

@@ -127,10 +127,14 @@ Step ServerHandshake::on_auth_request_more(const Frame& f) {
   peer_.auth_method = proto::kAuthMethodCephx;
   peer_.con_mode = pending_mode_;
   peer_.auth_name = pending_name_;
+  return finish_cephx(*done_payload, std::move(secret));
+}
+
+Step ServerHandshake::finish_cephx(const auth::Bytes& payload, auth::Bytes connection_secret) {
   AuthDone done;
   done.global_id = peer_.global_id;
   done.con_mode = pending_mode_;
-  done.auth_payload = BufferList::copy_of(done_payload->data(), done_payload->size());
+  done.auth_payload = BufferList::copy_of(payload.data(), payload.size());
   Step s = send(Step{}, encode(done));
   recording_ = false;
   const auth::Sha256 sig = auth::hmac_sha256(session_key_, rx_);
@@ -141,7 +145,7 @@ Step ServerHandshake::on_auth_request_more(const Frame& f) {
     // AUTH_DONE goes out in the clear, AUTH_SIGNATURE is the first secure frame.
     s.secure = true;
     s.plain_frames = 1;
-    s.connection_secret = std::move(secret);
+    s.connection_secret = std::move(connection_secret);
   }
   state_ = State::sig_wait;
   return s;

@@ -136,24 +136,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
   peer_.con_mode = pending_mode_;
   peer_.auth_name = name;
   peer_.caps = ticket->caps;
-  AuthDone done;
-  done.global_id = peer_.global_id;
-  done.con_mode = pending_mode_;
-  done.auth_payload = BufferList::copy_of(reply->data(), reply->size());
-  Step s = send(Step{}, encode(done));
-  recording_ = false;
-  const auth::Sha256 sig = auth::hmac_sha256(session_key_, rx_);
-  AuthSignature out;
-  std::copy(sig.begin(), sig.end(), out.sha256.begin());
-  s.send.push_back(encode(out));
-  if (pending_mode_ == proto::kConModeSecure) {
-    // AUTH_DONE goes out in the clear, AUTH_SIGNATURE is the first secure frame.
-    s.secure = true;
-    s.plain_frames = 1;
-    s.connection_secret = std::move(secret);
-  }
-  state_ = State::sig_wait;
-  return s;
+  return finish_cephx(*reply, std::move(secret));
 }
 
 }  // namespace siphon::session
