@@ -16,9 +16,15 @@ presents it to the daemon as a cephx authorizer. Cases (PASS/FAIL each):
   * a wrong client.admin key: the mon refuses it, the bench exits non-zero
     naming client.admin; a wrong key that skips the mon (the key-based
     exchange straight to the daemon): refused, reason logged on the daemon;
-  * after the mon rotated its keys twice, a new client (whose ticket is
-    sealed with a key newer than those fetched at startup) is served: the
-    daemons refetched them;
+  * the mon killed (SIGKILL) under the joined daemons: a client that holds
+    its ticket, connected and stopped mid-run just before the kill, finishes
+    its --verify run while the mon is down; both daemons log the fault of
+    their mon session and keep running;
+  * the mon restarted on the same port: both daemons authenticate to it
+    again and refetch the rotating keys; once the restarted mon has rolled
+    them past every key the daemons held before the kill, a new client
+    (whose ticket is sealed with a key only the restarted mon could give)
+    is served;
   * a daemon whose key the mon does not know does not start, and says why."""
 import os
 import re
@@ -161,7 +167,8 @@ def main():
                 len(re.findall(r"accepted client\.admin from", secure.text())) < accepted + 2:
             time.sleep(0.05)
         held.send_signal(signal.SIGSTOP)
-        mid_run = held.poll() is None
+        mid_run = held.poll() is None and \
+            len(re.findall(r"accepted client\.admin from", secure.text())) >= accepted + 2
         known = max(max(ids) for d in (crc, secure) for ids in fetched(d))
         with open(os.path.join(mon_dir, "port")) as f:
             mon_addr = rf"v2:127\.0\.0\.1:{f.read().strip()}/\d+"
