@@ -150,6 +150,7 @@ proto::Banner ConnectionImpl::my_banner() const {
 void ConnectionImpl::on_established(TransportLink* link, const proto::Negotiated& n) {
   if (link != link_.get()) return;
   SIPHON_ASSERT_ON_WORKER(owner());
+  frame_rev_ = n.rev;
   if (client_hs_) {
     // The banners start the transcript cephx signs (cephx.md §5).
     handle_step(client_hs_->start(my_banner(), n));
@@ -279,9 +280,9 @@ void ConnectionImpl::client_ready(const Step& step) {
   peer_.auth_method = info.auth_method;
   peer_.con_mode = info.con_mode;
   peer_.global_id = info.global_id;
-  SIPHON_LOG(session, 5, "ready with {} as global_id {}: auth {}, {} mode", peer_.addrs.to_string(),
+  SIPHON_LOG(session, 5, "ready with {} as global_id {}: auth {}, {} mode, msgr2 rev{}", peer_.addrs.to_string(),
              info.global_id, info.auth_method == proto::kAuthMethodCephx ? "cephx" : "none",
-             info.con_mode == proto::kConModeSecure ? "secure" : "crc");
+             info.con_mode == proto::kConModeSecure ? "secure" : "crc", static_cast<int>(frame_rev_));
   become_ready();
   if (!step.reconnected) core_->dispatch_queue.enqueue({DispatchQueue::Kind::connect, {}, ConnectionImplRef(this), 0});
   flush();
@@ -291,10 +292,10 @@ void ConnectionImpl::client_ready(const Step& step) {
 void ConnectionImpl::server_ready(bool reconnected, std::uint64_t peer_in_seq) {
   const session::SessionIds hs_ids = server_hs_->ids();
   const session::PeerInfo& who = server_hs_->peer();
-  SIPHON_LOG(session, 5, "accepted {} from {} as global_id {}: auth {}, {} mode", who.auth_name.to_string(),
-             conn_ ? conn_->peer_address().to_string() : std::string("?"), who.global_id,
-             who.auth_method == proto::kAuthMethodCephx ? "cephx" : "none",
-             who.con_mode == proto::kConModeSecure ? "secure" : "crc");
+  SIPHON_LOG(session, 5, "accepted {} from {} as global_id {}: auth {}, {} mode, msgr2 rev{}",
+             who.auth_name.to_string(), conn_ ? conn_->peer_address().to_string() : std::string("?"),
+             who.global_id, who.auth_method == proto::kAuthMethodCephx ? "cephx" : "none",
+             who.con_mode == proto::kConModeSecure ? "secure" : "crc", static_cast<int>(frame_rev_));
   if (reconnected) {
     ids_.connect_seq = hs_ids.connect_seq;
     ids_.peer_global_seq = hs_ids.peer_global_seq;

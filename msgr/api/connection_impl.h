@@ -219,6 +219,7 @@ class ConnectionImpl final : public Connection {
   std::optional<session::ServerHandshake> server_hs_;
   session::SessionIds ids_;
   session::PeerInfo peer_;
+  proto::FrameRev frame_rev_ = proto::FrameRev::rev1;  // what the banners agreed on (logged at READY)
   session::SendQueue<MessageRef, MessageSeqTraits> outq_;
   // Messages of outq_ never handed to the transport, in the order they will
   // be (first transmissions keep queue order), with their counted bytes.

@@ -16,13 +16,20 @@ presents it to the daemon as a cephx authorizer. Cases (PASS/FAIL each):
   * a wrong client.admin key: the mon refuses it, the bench exits non-zero
     naming client.admin; a wrong key that skips the mon (the key-based
     exchange straight to the daemon): refused, reason logged on the daemon;
-  * after the mon rotated its keys twice, a new client (whose ticket is
-    sealed with a key newer than those fetched at startup) is served: the
-    daemons refetched them;
+  * the mon killed (SIGKILL) under the joined daemons: a client that holds
+    its ticket, connected and stopped mid-run just before the kill, finishes
+    its --verify run while the mon is down; both daemons log the fault of
+    their mon session and keep running;
+  * the mon restarted on the same port: both daemons authenticate to it
+    again and refetch the rotating keys; once the restarted mon has rolled
+    them past every key the daemons held before the kill, a new client
+    (whose ticket is sealed with a key only the restarted mon could give)
+    is served;
   * a daemon whose key the mon does not know does not start, and says why."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -141,19 +148,73 @@ def main():
               re.search(r"refused the authentication of a peer from \S+: client\.admin is not in the keyring",
                         secure.text()) is not None, secure.text()[-500:])
 
-        # The mon rolls its osd keys every TTL seconds and seals new tickets
-        # with its current (middle) key. Once it has rolled twice, that key
-        # is one the daemons did not have at startup: a new client is served
-        # only if they fetched it.
-        time.sleep(4 * TTL)
+        def fetched(d):
+            return [[int(x) for x in f.split(",")]
+                    for f in re.findall(r"rotating osd keys from the mon \(ids ([\d,]+)\)", d.text())]
+
+        # The mon goes away under the joined daemons (SIGKILL: no goodbye).
+        # A client that holds its ticket already -- siphon-bench, connected
+        # to the daemon and stopped mid-run just before the kill -- finishes
+        # its run while the mon is down: the daemon needs no mon for clients
+        # whose tickets it can check with the keys it has.
+        accepted = len(re.findall(r"accepted client\.admin from", secure.text()))
+        held = subprocess.Popen([BENCH, "objd", "-c", conf, "--connect-timeout", "20", "--target", secure.addr,
+                                 "--verify", "--count", "1000", "--size-dist", "64K-256K", "--conns", "2",
+                                 "--inflight", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env())
+        deadline = time.time() + 60
+        while time.time() < deadline and held.poll() is None and \
+                len(re.findall(r"accepted client\.admin from", secure.text())) < accepted + 2:
+            time.sleep(0.05)
+        held.send_signal(signal.SIGSTOP)
+        mid_run = held.poll() is None and \
+            len(re.findall(r"accepted client\.admin from", secure.text())) >= accepted + 2
+        known = max(max(ids) for d in (crc, secure) for ids in fetched(d))
+        with open(os.path.join(mon_dir, "port")) as f:
+            mon_addr = rf"v2:127\.0\.0\.1:{f.read().strip()}/\d+"
+        mon_re = "outgoing connection with " + mon_addr
+        ready_re = rf"ready with {mon_addr} as global_id (\d+): auth cephx"
+        sessions = {d: re.findall(ready_re, d.text()) for d in (crc, secure)}
+        with open(os.path.join(mon_dir, "run", "ceph-mon.a.pid")) as f:
+            os.kill(int(f.read().strip()), signal.SIGKILL)
+        time.sleep(3)
+        held.send_signal(signal.SIGCONT)
+        try:
+            out, err = held.communicate(timeout=180)
+        except subprocess.TimeoutExpired:
+            held.kill()
+            out, err = held.communicate()
+        alive = crc.p.poll() is None and secure.p.poll() is None
+        check("the mon killed: a client that already had its ticket, connected and stopped mid-run, finishes "
+              "its --verify run against the daemon while the mon is down; both daemons keep running",
+              mid_run and held.returncode == 0 and alive,
+              f"mid-run {mid_run}, exit {held.returncode}, daemons alive {alive}: {err.strip()[-500:]}")
+        check("... and both daemons saw their mon session fault",
+              all(re.search(mon_re + r" faulted in state ready", d.text()) for d in (crc, secure)),
+              secure.text()[-600:])
+
+        # The mon back on the same port, its keys still rolling every TTL
+        # seconds; it seals new tickets with its current (middle) key. Once
+        # a daemon has fetched a set whose middle key is newer than every
+        # key it had before the kill, a new client's ticket needs keys only
+        # the restarted mon could give.
+        r = subprocess.run([FIXTURE, "restart", mon_dir], capture_output=True, text=True, timeout=180)
+        check("ceph-mon-fixture restart (same port)", r.returncode == 0, r.stderr.strip()[-400:])
+        deadline = time.time() + 4 * TTL
+        while time.time() < deadline and not all(fetched(d)[-1][1] > known for d in (crc, secure)):
+            time.sleep(1)
         for d, mode in ((crc, "crc"), (secure, "secure")):
+            again = re.findall(ready_re, d.text())
+            check(f"the daemon ({mode}) authenticated to the restarted mon again (cephx sessions with the mon, "
+                  f"global_ids: {sessions[d]} before the kill, {again} in all)",
+                  len(sessions[d]) >= 1 and len(again) > len(sessions[d]), d.text()[-600:])
             rc, out, err = bench("--target", d.addr, "--verify", "--count", "10")
-            fetched = [[int(x) for x in f.split(",")]
-                       for f in re.findall(r"rotating osd keys from the mon \(ids ([\d,]+)\)", d.text())]
-            fresh = len(fetched) >= 2 and len(fetched[-1]) == 3 and fetched[-1][1] > max(fetched[0])
-            check(f"after the mon rotated its keys twice, a new client (ticket under a key newer than those "
-                  f"fetched at startup) is still served ({mode})",
-                  rc == 0 and fresh, f"exit {rc}; fetched {fetched}; {err.strip()[-300:]}")
+            ids = fetched(d)
+            fresh = len(ids[-1]) == 3 and ids[-1][1] > known
+            check(f"after the mon restarted and rotated its keys, the daemon reconnected and refetched them "
+                  f"(ids {ids[-1]}, all before the kill <= {known}), and serves a new client whose ticket "
+                  f"is under a key newer than any it had before ({mode})",
+                  rc == 0 and fresh, f"exit {rc}; fetched {ids}; {err.strip()[-300:]}")
 
         # A daemon the mon does not know: does not start, says why.
         stranger = os.path.join(tmp, "osd.8.keyring")
