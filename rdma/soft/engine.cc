@@ -28,6 +28,7 @@ SoftCounters Counters::snapshot() const noexcept {
   s.retransmits = g(retransmits);
   s.retry_timeouts = g(retry_timeouts);
   s.cq_overruns = g(cq_overruns);
+  s.cq_events_lost = g(cq_events_lost);
   s.messages_sent = g(messages_sent);
   s.bytes_sent = g(bytes_sent);
   s.links_opened = g(links_opened);
@@ -390,8 +391,8 @@ const MrEntry* MrTable::check(std::uint32_t key, std::uint32_t pd, std::uint32_t
 
 // ------------------------------------------------------------- CqCore
 
-CqCore::CqCore(std::uint32_t capacity, Counters& counters, std::error_code& ec)
-    : counters_(counters) {
+CqCore::CqCore(std::uint32_t capacity, Counters& counters, const FaultPlan& faults, std::error_code& ec)
+    : counters_(counters), lost_event_(faults.lost_cq_event), lost_rng_(faults.seed ^ 0xC0FFEE5EEDull) {
   cap_ = 1;
   while (cap_ < capacity) cap_ <<= 1;
   mask_ = cap_ - 1;
@@ -418,7 +419,10 @@ bool CqCore::push(const Wc& wc, bool solicited) noexcept {
   tail_.store(t + 1, std::memory_order_seq_cst);
   const int a = armed_.load(std::memory_order_seq_cst);
   if (a == 1 || (a == 2 && (solicited || wc.status != WcStatus::success))) {
-    if (armed_.exchange(0, std::memory_order_seq_cst) != 0) notify();
+    if (armed_.exchange(0, std::memory_order_seq_cst) != 0) {
+      if (lost_rng_.fire(lost_event_)) Counters::bump(counters_.cq_events_lost);  // disarmed, no event
+      else notify();
+    }
   }
   return true;
 }

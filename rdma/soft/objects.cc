@@ -426,7 +426,7 @@ class DeviceImpl final : public Device {
       return nullptr;
     }
     ec.clear();
-    auto core = std::make_shared<CqCore>(cqe, fabric_->counters, ec);
+    auto core = std::make_shared<CqCore>(cqe, fabric_->counters, fabric_->options.faults, ec);
     if (ec) {
       dev_.cq_count.fetch_sub(1);
       return nullptr;

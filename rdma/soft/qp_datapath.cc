@@ -344,7 +344,9 @@ void QpCore::fill_requests(Link& link) {
       }
       if (faults.delay.enabled() && engine_rng_.fire(faults.delay)) {
         Counters::bump(dev.fabric.counters.delays);
-        hold_until_ = e.now() + std::chrono::microseconds(faults.delay_us);
+        // From a fresh clock, not the engine's loop time (e.now()), which
+        // may be older than the post: the hold must last delay_us from here.
+        hold_until_ = Clock::now() + std::chrono::microseconds(faults.delay_us);
         wake_at(hold_until_);
         return;
       }

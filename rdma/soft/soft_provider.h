@@ -41,6 +41,10 @@ struct FaultPlan {
   // memory or DMA corruption that the link's own checks cannot see. Drawn
   // per chunk the fabric copies (a message arrives in one or more chunks).
   FaultRate corrupt_data;
+  // An armed CQ's notification is lost: the CQ disarms for a completion
+  // but no event reaches its channel, as when a device or driver drops a
+  // completion event. Drawn per notification due.
+  FaultRate lost_cq_event;
 };
 
 struct SoftOptions {
@@ -91,6 +95,7 @@ struct SoftCounters {
   std::uint64_t retransmits = 0;
   std::uint64_t retry_timeouts = 0;
   std::uint64_t cq_overruns = 0;
+  std::uint64_t cq_events_lost = 0;  // notifications dropped by lost_cq_event
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t links_opened = 0;

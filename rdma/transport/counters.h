@@ -55,7 +55,7 @@ class Counter {
   X(rnr_events) X(wc_errors) X(wc_flushed) X(wc_retry_exceeded) X(wc_remote_access) X(wc_other_errors)     \
   X(zero_copy_transfers) X(zero_copy_bytes) X(tx_copied_bytes) X(rdma_reads) X(transfer_registrations)     \
   X(transfer_windows) X(zero_copy_pool_copies) X(send_buffer_stalls) X(credit_violations) X(header_crc_errors) X(cq_polls)          \
-  X(cq_polls_empty) X(cq_completions) X(cq_events) X(connection_faults)
+  X(cq_polls_empty) X(cq_completions) X(cq_events) X(cq_events_missed) X(connection_faults)
 // Data path, a time: the sum of the stalls' durations in ns.
 #define SIPHON_RDMA_DATA_TIMES(X) X(credit_stall_ns)
 #define SIPHON_RDMA_COUNTERS(X) \
@@ -91,6 +91,10 @@ struct RdmaCounters {
   C transfer_timeouts;  // connections faulted by ms_async_rdma_transfer_timeout
   C cq_polls, cq_polls_empty, cq_completions;  // poll_cq calls, those that found nothing, CQEs reaped
   C cq_events;                                 // completion-channel wakeups (the worker slept, then was woken)
+  // The worker slept on an armed CQ, and its rescue poll (rdma_worker.cc,
+  // kCqRescueInterval) found completions that raised no event: each is a
+  // completion notification the device or driver lost.
+  C cq_events_missed;
   C connection_faults;                         // connections faulted (not a clean close by the peer)
   char pad_back[64] = {};
 

@@ -74,6 +74,10 @@ std::shared_ptr<perf::Logger> build_worker(unsigned id) {
   b.add_u64_counter(l_rdmaw_cq_completions, "cq_completions", "Work completions reaped", {}, kUninteresting);
   b.add_u64_counter(l_rdmaw_cq_events, "cq_events", "Completion channel wakeups (the worker slept, then was woken)",
                     {}, kUseful);
+  b.add_u64_counter(l_rdmaw_cq_events_missed, "cq_events_missed",
+                    "Times the rescue poll found completions on an armed CQ that raised no event (a lost "
+                    "notification)",
+                    {}, kUseful);
   b.add_u64_counter(l_rdmaw_connection_faults, "connection_faults",
                     "RDMA connections faulted (errors, not clean closes by the peer)", "flt", kInteresting);
   b.add_time_avg(l_rdmaw_credit_stall_ns, "credit_stall_time",

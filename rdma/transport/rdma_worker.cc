@@ -152,6 +152,7 @@ void RdmaWorker::stop_and_join() {
   boost::asio::post(io_, [this] {
     stopped_ = true;
     if (cq_fd_) cq_fd_->cancel();
+    if (cq_rescue_) cq_rescue_->cancel();
     if (cm_fd_) cm_fd_->cancel();
     guard_.reset();
     io_.stop();
@@ -180,6 +181,11 @@ void RdmaWorker::adopt(const std::shared_ptr<RdmaConnection>& c) {
   std::size_t p = picked_.load(std::memory_order_relaxed);
   while (p != 0 && !picked_.compare_exchange_weak(p, p - 1, std::memory_order_relaxed)) {
   }
+  // A worker asleep with no connection has no rescue poll armed: this one's
+  // completions (its first receives, the banner) need it too.
+  boost::asio::post(io_, [this] {
+    if (!polling_) arm_cq_rescue();
+  });
 }
 
 void RdmaWorker::add_qp(const std::shared_ptr<RdmaConnection>& c) {
@@ -232,7 +238,55 @@ void RdmaWorker::wait_cq() {
   if (const auto ec = cq_->arm())
     SIPHON_LOG(rdma, 0, "worker {}: arming the completion queue failed: {}", index_, ec.message());
   // Completions that arrived before arming raise no event: poll once more.
-  if (poll_batch() > 0) start_polling();
+  if (poll_batch() > 0) return start_polling();
+  arm_cq_rescue();
+}
+
+// The rescue poll. An armed CQ must raise an event for its next completion;
+// if the device or driver loses that notification, a worker that sleeps
+// until the next event never wakes: its connections' completions (a peer's
+// SENDs, our READs) sit in the CQ, the peers wait for credits or read_done,
+// and only ms_async_rdma_transfer_timeout ends it, with a fault. The
+// two-host rxe tier saw exactly that (docs/testing-rxe.md). So while the
+// worker sleeps with connections to serve, it looks at its CQ every
+// kCqRescueInterval; completions found there with no event in the channel
+// are a lost notification: counted (cq_events_missed), logged, and served.
+// An idle worker with connections wakes 10 times a second for it; one with
+// none never.
+namespace {
+constexpr std::chrono::milliseconds kCqRescueInterval{100};
+}
+
+void RdmaWorker::arm_cq_rescue() {
+  if (cq_rescue_armed_ || stopped_ || owned_.empty()) return;
+  if (!cq_rescue_) cq_rescue_ = std::make_unique<boost::asio::steady_timer>(io_);
+  cq_rescue_armed_ = true;
+  cq_rescue_->expires_after(kCqRescueInterval);
+  cq_rescue_->async_wait([this](const boost::system::error_code& e) {
+    cq_rescue_armed_ = false;
+    if (!e && !stopped_) on_cq_rescue();
+  });
+}
+
+void RdmaWorker::on_cq_rescue() {
+  if (polling_) return;  // awake: wait_cq() re-arms the rescue when it sleeps again
+  // An event already in the channel (its wait's handler not run yet) is not
+  // a lost one: taking it here is harmless, the handler then finds none.
+  const std::size_t events = cq_->consume_events();
+  const std::size_t n = poll_batch();
+  if (n == 0) return arm_cq_rescue();
+  if (events == 0) {
+    counters_.cq_events_missed.add(1);
+    // Logged the 1st, 2nd, 4th, 8th... time: a device that keeps losing
+    // them is named without flooding the log (the counter has every one).
+    const std::uint64_t k = counters_.cq_events_missed.load();
+    if ((k & (k - 1)) == 0)
+      SIPHON_LOG(rdma, 1,
+                 "worker {}: {} completions were waiting in the armed completion queue with no completion event: "
+                 "a lost notification ({} on this worker so far, perf counter cq_events_missed); polling resumes",
+                 index_, n, k);
+  }
+  start_polling();
 }
 
 void RdmaWorker::start_polling() {

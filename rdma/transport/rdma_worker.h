@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <functional>
@@ -92,6 +93,8 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::size_t poll_batch();
   void start_polling();
   void wait_cq();
+  void arm_cq_rescue();
+  void on_cq_rescue();
   std::size_t drain_cm();
   void wait_cm();
   void on_cm_readable();
@@ -123,6 +126,10 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::atomic<std::uint32_t> srq_posted_{0}, srq_reserved_{0};
   bool polling_ = false;
   bool cq_wait_pending_ = false;
+  // The rescue poll (wait_cq): armed while the worker sleeps on its CQ with
+  // connections to serve.
+  std::unique_ptr<boost::asio::steady_timer> cq_rescue_;
+  bool cq_rescue_armed_ = false;
   bool cm_wait_pending_ = false;
   bool stopped_ = false;
   MonoClock::time_point idle_since_{};

@@ -39,7 +39,15 @@ NAMES = {0: "SEND first", 1: "SEND middle", 2: "SEND last", 3: "SEND last+imm", 
          100: "UD SEND only (CM MADs)"}
 FIELDS = ["frame.number", "ip.src", "ip.dst", "ip.proto", "udp.dstport", "udp.length", "ip.dsfield.dscp",
           "ip.dsfield.ecn", "infiniband.bth.opcode", "infiniband.bth.padcnt", "infiniband.bth.destqp",
-          "infiniband.aeth.syndrome"]
+          "infiniband.aeth.syndrome", "infiniband.cm.rej.localcommid", "infiniband.cm.rej.reason"]
+
+# A CM REJ with no local communication ID and reason 8 (invalid service ID)
+# is the kernel's answer to a REQ for a port nobody listens on (a client
+# dialling before the server's listener is up): no rdma_cm id exists on the
+# rejecting side, so no consumer's TOS can apply, and it goes out with the
+# kernel's default traffic class. Such REJs are counted, and exempt from the
+# DSCP/ECN check; every other CM MAD must carry the TOS.
+KERNEL_REJ_REASON = 8
 
 
 def gid_ipv4(path: str) -> str:
@@ -87,6 +95,7 @@ def main() -> int:
     payload_at_mtu = 0
     rnr = naks = 0
     total = roce = 0
+    kernel_rejs = 0  # CM REJs the kernel sent for a port with no listener (exempt from the TOS check)
     first_bad = {}
 
     def bad(key: str, msg: str):
@@ -96,7 +105,7 @@ def main() -> int:
     for line in res.stdout.splitlines():
         v = line.split("\t")
         v += [""] * (len(FIELDS) - len(v))
-        frame, src, dst, proto, dport, ulen, dscp, ecn, op, pad, destqp, synd = v[:len(FIELDS)]
+        frame, src, dst, proto, dport, ulen, dscp, ecn, op, pad, destqp, synd, rej_comm, rej_reason = v[:len(FIELDS)]
         total += 1
         if proto != "17" or dport != "4791" or op == "":
             bad("not-roce", f"frame {frame}: IPv4 {src} -> {dst} proto {proto} port {dport or '-'} is not RoCEv2")
@@ -106,9 +115,12 @@ def main() -> int:
         opcodes[op_i] += 1
         pairs[(src, dst)] += 1
         tos_seen[(int(dscp), int(ecn))] += 1
-        if int(dscp) != a.tos >> 2:
+        if rej_reason != "" and int(rej_reason, 0) == KERNEL_REJ_REASON and int(rej_comm or "0", 0) == 0:
+            kernel_rejs += 1
+        elif int(dscp) != a.tos >> 2:
             bad("dscp", f"frame {frame} ({NAMES.get(op_i, op_i)}): DSCP {dscp}, expected {a.tos >> 2}")
-        if int(ecn) != a.tos & 3:
+        if int(ecn) != a.tos & 3 and not (rej_reason != "" and int(rej_reason, 0) == KERNEL_REJ_REASON
+                                          and int(rej_comm or "0", 0) == 0):
             bad("ecn", f"frame {frame} ({NAMES.get(op_i, op_i)}): ECN {ecn}, expected {a.tos & 3}")
         if (src, dst) not in ((ip_a, ip_b), (ip_b, ip_a)):
             bad("gid", f"frame {frame}: {src} -> {dst}, but the stacks logged GIDs ::ffff:{ip_a} and ::ffff:{ip_b}")
@@ -133,7 +145,9 @@ def main() -> int:
 
     print(f"wire_check: {total} IPv4 frames, {roce} RoCEv2 (UDP 4791, InfiniBand BTH)")
     print("  opcodes: " + ", ".join(f"{NAMES.get(k, k)} {n}" for k, n in sorted(opcodes.items())))
-    print("  (DSCP, ECN): " + ", ".join(f"{k} {n}" for k, n in sorted(tos_seen.items())))
+    print("  (DSCP, ECN): " + ", ".join(f"{k} {n}" for k, n in sorted(tos_seen.items()))
+          + (f"; {kernel_rejs} CM REJ(s) for a port with no listener, sent by the kernel with its default TOS"
+             if kernel_rejs else ""))
     print("  directions: " + ", ".join(f"{s} -> {d} {n}" for (s, d), n in sorted(pairs.items())))
     print(f"  largest BTH payload {payload_max} B, {payload_at_mtu} packets at exactly {a.mtu} B; "
           f"RNR NAKs {rnr}, other NAKs {naks}")
