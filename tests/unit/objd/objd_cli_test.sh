@@ -287,7 +287,7 @@ case "$case_name" in
     done
     expect_in "$tmp/objd.err" "client\.bench failed the cephx challenge: its key does not match the aes256k key in the keyring \(keyring $tmp/objd\.keyring\)"
     stop_objd TERM
-    expect_in "$tmp/objd.out" "served 220 put, 220 get, 222 stat, 220 delete"
+    expect_in "$tmp/objd.out" "served 220 put, 220 get, 223 stat, 220 delete"
     expect_in "$tmp/objd.out" "siphon-objd osd\.0: refused 2 authentication attempt\(s\)"
     ;;
   *) fail "unknown case" ;;
