@@ -154,6 +154,7 @@ ClientAuth client_auth(const Config& cfg) {
   }
   if (k.key) {
     a.secret = k.key->secret;
+    a.key_type = k.key->type;
     a.key_source = k.source;
   } else {
     a.key_source = fmt::format("no keyring found at {}", k.searched);
@@ -240,7 +241,10 @@ ServerAuth server_auth(const Config& cfg) {
   a.service_modes = mode_list(mon ? cfg.get<Opt::ms_mon_service_mode>() : cfg.get<Opt::ms_service_mode>());
   a.cluster_modes = mode_list(mon ? cfg.get<Opt::ms_mon_cluster_mode>() : cfg.get<Opt::ms_cluster_mode>());
   if (kr.keyring) {
-    for (const auto& [name, e] : kr.keyring->entries()) a.keys[name] = e.key.secret;
+    for (const auto& [name, e] : kr.keyring->entries()) {
+      a.keys[name] = e.key.secret;
+      if (e.key.type != auth::kCryptoAes) a.key_types[name] = e.key.type;
+    }
     a.keyring_source = kr.source;
   }
   // Whole seconds, at least 1 (a NaN or a value below 1 from the file too).

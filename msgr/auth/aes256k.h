@@ -13,11 +13,9 @@
 //   open     checks H (constant time) before decrypting, then drops the
 //            confounder.
 //
-// Tested against RFC 8009's published vectors (Appendix A). What Siphon does
-// NOT do with it yet: use aes256k keys in cephx's exchange (which key usage
-// each cephx structure takes is not written down in ../shared/reference and
-// no Ceph here, 16.2.15, can check it), so a keyring entry of type 2 is
-// refused by cephx with that reason (docs/security.md §5).
+// Tested against RFC 8009's published vectors (Appendix A). cephx uses it
+// through crypto.h's seal/open with a key usage per structure (cephx.h;
+// which usage, and where the layout comes from: docs/security.md §5e).
 #pragma once
 
 #include <array>

@@ -1,5 +1,7 @@
 #include "msgr/auth/cephx.h"
 
+#include "msgr/auth/aes256k.h"
+
 #include <fmt/format.h>
 
 namespace siphon::auth {
@@ -62,14 +64,34 @@ class Reader {
   bool ok_ = true;
 };
 
+// A key handed to us inside a cephx structure: AES with 16 bytes or more,
+// aes256k with 32 or more (Ceph's validate_secret), nothing else.
+void check_key(std::string_view what, const CryptoKey& k, Reader& r) {
+  if (k.type == kCryptoAes && k.secret.size() < kAesKeySize)
+    r.fail(fmt::format("{} (aes) has {} bytes, needs at least {}", what, k.secret.size(), kAesKeySize));
+  else if (k.type == kCryptoAes256k && k.secret.size() < kAes256kKeySize)
+    r.fail(fmt::format("{} (aes256k) has {} bytes, needs at least {}", what, k.secret.size(), kAes256kKeySize));
+  else if (k.type != kCryptoAes && k.type != kCryptoAes256k)
+    r.fail(fmt::format("{} has key {}, neither aes (1) nor aes256k (2)", what, key_type_name(k.type)));
+}
+
 }  // namespace
 
-std::optional<std::uint64_t> challenge_proof(ByteView secret, std::uint64_t server_challenge,
+std::optional<std::uint64_t> challenge_proof(KeyRef secret, std::uint64_t server_challenge,
                                              std::uint64_t client_challenge, std::string& why) {
   Bytes blob;
   put_u64(blob, server_challenge);
   put_u64(blob, client_challenge);
-  auto enc = seal_with_length(secret, blob, why);
+  std::optional<Bytes> enc;
+  if (secret.type == kCryptoAes256k) {
+    // aes256k's confounder makes its ciphertext differ on every call, so
+    // Ceph (cephx_calc_client_server_challenge, 19.2.6+) folds
+    // HMAC-SHA256(secret, blob) instead: no envelope, no length.
+    const Sha256 mac = hmac_sha256(secret.secret, blob);
+    enc.emplace(mac.begin(), mac.end());
+  } else {
+    enc = seal_with_length(secret, kUsageNone, blob, why);
+  }
   if (!enc) return std::nullopt;
   std::uint64_t k = 0;
   for (std::size_t off = 0; off + 8 <= enc->size(); off += 8) {
@@ -89,7 +111,7 @@ std::optional<std::uint64_t> decode_server_challenge(ByteView payload, std::stri
   return c;
 }
 
-std::optional<Bytes> authenticate_payload(ByteView secret, std::uint64_t server_challenge,
+std::optional<Bytes> authenticate_payload(KeyRef secret, std::uint64_t server_challenge,
                                           std::uint64_t client_challenge, std::uint32_t other_keys,
                                           std::string& why) {
   auto key = challenge_proof(secret, server_challenge, client_challenge, why);
@@ -106,7 +128,7 @@ std::optional<Bytes> authenticate_payload(ByteView secret, std::uint64_t server_
   return out;
 }
 
-bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vector<ServiceTicket>& out,
+bool decode_ticket_reply(ByteView in, std::size_t& pos, KeyRef key, std::vector<ServiceTicket>& out,
                          std::string& why) {
   Reader r(in, pos, why);
   r.expect_version(1, "service ticket reply");
@@ -121,7 +143,7 @@ bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vecto
     const ByteView blob = r.blob("ticket blob");
     if (!r.ok()) return false;
     std::string e;
-    auto plain = open(key, ct, e);
+    auto plain = open(key, kUsageTicketSessionKey, ct, e);
     if (!plain) {
       r.fail(fmt::format("service {:#x} ticket: {}", t.service_id, e));
       return false;
@@ -132,7 +154,7 @@ bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vecto
     if (tr.ok() && !CryptoKey::decode(*plain, p, t.session_key, e)) tr.fail(e);
     t.validity_sec = tr.u32("validity");
     t.validity_nsec = tr.u32("validity");
-    if (tr.ok() && t.session_key.secret.size() < kAesKeySize) tr.fail("session key shorter than 16 bytes");
+    if (tr.ok()) check_key("session key", t.session_key, tr);
     if (!tr.ok()) {
       r.fail(fmt::format("service {:#x} ticket: {}", t.service_id, e));
       return false;
@@ -158,7 +180,7 @@ bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vecto
   return r.ok();
 }
 
-std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteView payload, std::string& why) {
+std::optional<MonAuthResult> decode_mon_auth_done(KeyRef entity_secret, ByteView payload, std::string& why) {
   std::size_t pos = 0;
   Reader r(payload, pos, why);
   const std::uint16_t type = r.u16("request_type");
@@ -188,7 +210,7 @@ std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteVi
     why = "the reply holds no AUTH ticket";
     return std::nullopt;
   }
-  const ByteView session = res.auth.session_key.secret;
+  const KeyRef session = res.auth.session_key;
   if (pos == payload.size()) return res;  // other_keys was 0: no secret, no extra tickets
   const ByteView cbl = r.blob("connection secret");
   if (!r.ok()) return std::nullopt;
@@ -198,7 +220,7 @@ std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteVi
     Reader cr(cbl, cp, e);
     const ByteView ct = cr.blob("connection secret");
     std::optional<Bytes> plain;
-    if (cr.ok()) plain = open(session, ct, e);
+    if (cr.ok()) plain = open(session, kUsageAuthConnectionSecret, ct, e);
     if (!plain) {
       why = "connection secret: " + e;
       return std::nullopt;
@@ -238,7 +260,7 @@ std::optional<Bytes> authorizer_payload(std::uint64_t global_id, const ServiceTi
   put_u64(body, nonce);
   body.push_back(server_challenge ? 1 : 0);
   put_u64(body, server_challenge ? *server_challenge + 1 : 0);  // mod 2^64, as Ceph
-  auto sealed = seal_with_length(ticket.session_key.secret, body, why);
+  auto sealed = seal_with_length(ticket.session_key, kUsageAuthorize, body, why);
   if (!sealed) return std::nullopt;
   Bytes out;
   out.push_back(1);  // authorizer_v (AUTH_MODE_AUTHORIZER)
@@ -249,8 +271,8 @@ std::optional<Bytes> authorizer_payload(std::uint64_t global_id, const ServiceTi
   return out;
 }
 
-std::optional<std::uint64_t> decode_authorizer_challenge(ByteView session_key, ByteView payload, std::string& why) {
-  auto plain = open(session_key, payload, why);
+std::optional<std::uint64_t> decode_authorizer_challenge(KeyRef session_key, ByteView payload, std::string& why) {
+  auto plain = open(session_key, kUsageAuthorizeChallenge, payload, why);
   if (!plain) {
     why = "authorizer challenge: " + why;
     return std::nullopt;
@@ -263,13 +285,13 @@ std::optional<std::uint64_t> decode_authorizer_challenge(ByteView session_key, B
   return c;
 }
 
-std::optional<Bytes> decode_authorize_reply(ByteView session_key, ByteView payload, std::uint64_t nonce,
+std::optional<Bytes> decode_authorize_reply(KeyRef session_key, ByteView payload, std::uint64_t nonce,
                                             std::string& why) {
   std::size_t pos = 0;
   Reader r(payload, pos, why);
   const ByteView ct = r.blob("CephXAuthorizeReply");
   if (!r.ok()) return std::nullopt;
-  auto plain = open(session_key, ct, why);
+  auto plain = open(session_key, kUsageAuthorizeReply, ct, why);
   if (!plain) {
     why = "CephXAuthorizeReply: " + why;
     return std::nullopt;
@@ -309,7 +331,7 @@ std::optional<Bytes> principal_session_key_request(std::uint64_t global_id, cons
   return out;
 }
 
-std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(ByteView auth_session_key,
+std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(KeyRef auth_session_key,
                                                                              ByteView result_bl, std::string& why) {
   std::size_t pos = 0;
   Reader r(result_bl, pos, why);
@@ -365,7 +387,7 @@ Bytes server_challenge_payload(std::uint64_t challenge) {
   return out;
 }
 
-std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoKey& session_key,
+std::optional<Bytes> mon_auth_done_payload(KeyRef entity_secret, const CryptoKey& session_key,
                                            std::uint32_t validity_sec, ByteView connection_secret,
                                            std::string& why) {
   Bytes ticket;  // CephXServiceTicket
@@ -374,12 +396,12 @@ std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoK
   ticket.insert(ticket.end(), key.begin(), key.end());
   put_u32(ticket, validity_sec);
   put_u32(ticket, 0);
-  auto sealed_ticket = seal_with_length(entity_secret, ticket, why);
+  auto sealed_ticket = seal_with_length(entity_secret, kUsageTicketSessionKey, ticket, why);
   if (!sealed_ticket) return std::nullopt;
   Bytes secret;  // std::string connection_secret
   put_u32(secret, static_cast<std::uint32_t>(connection_secret.size()));
   secret.insert(secret.end(), connection_secret.begin(), connection_secret.end());
-  auto cbl = seal_with_length(session_key.secret, secret, why);
+  auto cbl = seal_with_length(session_key, kUsageAuthConnectionSecret, secret, why);
   if (!cbl) return std::nullopt;
 
   Bytes out;
@@ -425,8 +447,8 @@ std::optional<AuthorizerRequest> decode_authorizer(ByteView payload, std::string
   return a;
 }
 
-std::optional<TicketInfo> open_ticket(ByteView service_secret, ByteView ticket_ct, std::string& why) {
-  auto plain = open(service_secret, ticket_ct, why);
+std::optional<TicketInfo> open_ticket(KeyRef service_secret, ByteView ticket_ct, std::string& why) {
+  auto plain = open(service_secret, kUsageTicketInfo, ticket_ct, why);
   if (!plain) {
     why = "ticket blob: " + why;
     return std::nullopt;
@@ -450,7 +472,7 @@ std::optional<TicketInfo> open_ticket(ByteView service_secret, ByteView ticket_c
   const ByteView caps = r.blob("caps");
   t.flags = r.u32("flags");
   if (r.ok() && !CryptoKey::decode(*plain, pos, t.session_key, why)) r.fail("session key: " + why);
-  if (r.ok() && t.session_key.secret.size() < kAesKeySize) r.fail("session key shorter than 16 bytes");
+  if (r.ok()) check_key("session key", t.session_key, r);
   if (!r.ok()) {
     why = "CephXServiceTicketInfo: " + why;
     return std::nullopt;
@@ -470,7 +492,7 @@ std::optional<TicketInfo> open_ticket(ByteView service_secret, ByteView ticket_c
   return t;
 }
 
-std::optional<Bytes> mint_ticket_blob(ByteView service_secret, std::uint64_t secret_id, const TicketInfo& info,
+std::optional<Bytes> mint_ticket_blob(KeyRef service_secret, std::uint64_t secret_id, const TicketInfo& info,
                                       std::string& why) {
   Bytes body;
   body.push_back(1);  // CephXServiceTicketInfo v1
@@ -492,7 +514,7 @@ std::optional<Bytes> mint_ticket_blob(ByteView service_secret, std::uint64_t sec
   put_u32(body, info.flags);
   const Bytes key = info.session_key.encode();
   body.insert(body.end(), key.begin(), key.end());
-  auto ct = seal(service_secret, body, why);
+  auto ct = seal(service_secret, kUsageTicketInfo, body, why);
   if (!ct) return std::nullopt;
   Bytes out;
   out.push_back(1);  // CephXTicketBlob v1
@@ -502,8 +524,8 @@ std::optional<Bytes> mint_ticket_blob(ByteView service_secret, std::uint64_t sec
   return out;
 }
 
-std::optional<Authorize> open_authorize(ByteView session_key, ByteView authorize_ct, std::string& why) {
-  auto plain = open(session_key, authorize_ct, why);
+std::optional<Authorize> open_authorize(KeyRef session_key, ByteView authorize_ct, std::string& why) {
+  auto plain = open(session_key, kUsageAuthorize, authorize_ct, why);
   if (!plain) {
     why = "CephXAuthorize: " + why;
     return std::nullopt;
@@ -524,14 +546,14 @@ std::optional<Authorize> open_authorize(ByteView session_key, ByteView authorize
   return a;
 }
 
-std::optional<Bytes> authorizer_challenge_payload(ByteView session_key, std::uint64_t challenge, std::string& why) {
+std::optional<Bytes> authorizer_challenge_payload(KeyRef session_key, std::uint64_t challenge, std::string& why) {
   Bytes body;
   body.push_back(1);
   put_u64(body, challenge);
-  return seal(session_key, body, why);
+  return seal(session_key, kUsageAuthorizeChallenge, body, why);
 }
 
-std::optional<Bytes> authorize_reply_payload(ByteView session_key, std::uint64_t nonce, ByteView connection_secret,
+std::optional<Bytes> authorize_reply_payload(KeyRef session_key, std::uint64_t nonce, ByteView connection_secret,
                                              std::string& why) {
   Bytes body;
   body.push_back(connection_secret.empty() ? 1 : 2);
@@ -540,7 +562,7 @@ std::optional<Bytes> authorize_reply_payload(ByteView session_key, std::uint64_t
     put_u32(body, static_cast<std::uint32_t>(connection_secret.size()));
     body.insert(body.end(), connection_secret.begin(), connection_secret.end());
   }
-  return seal_with_length(session_key, body, why);
+  return seal_with_length(session_key, kUsageAuthorizeReply, body, why);
 }
 
 // ---------------------------------------------------------------------------
@@ -552,7 +574,7 @@ Bytes rotating_key_request() {
   return out;
 }
 
-std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret, ByteView result_bl,
+std::optional<RotatingSecrets> decode_rotating_key_reply(KeyRef entity_secret, ByteView result_bl,
                                                          std::string& why) {
   std::size_t pos = 0;
   Reader r(result_bl, pos, why);
@@ -569,7 +591,7 @@ std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret,
   }
   const ByteView ct = r.blob("RotatingSecrets");
   if (!r.ok()) return std::nullopt;
-  auto plain = open(entity_secret, ct, why);
+  auto plain = open(entity_secret, kUsageRotatingSecret, ct, why);
   if (!plain) {
     why = "RotatingSecrets (opened with our own key): " + why;
     return std::nullopt;
@@ -586,7 +608,7 @@ std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret,
     sr.expect_version(1, "ExpiringCryptoKey");
     std::string e;
     if (sr.ok() && !CryptoKey::decode(*plain, p, s.key, e)) sr.fail("rotating key: " + e);
-    if (sr.ok() && s.key.secret.size() < kAesKeySize) sr.fail("rotating key shorter than 16 bytes");
+    if (sr.ok()) check_key("rotating key", s.key, sr);
     s.expires_sec = sr.u32("expiration");
     s.expires_nsec = sr.u32("expiration");
     out.secrets.push_back(std::move(s));
@@ -596,7 +618,7 @@ std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret,
   return out;
 }
 
-std::optional<Bytes> rotating_key_reply(ByteView entity_secret, const RotatingSecrets& s, std::string& why) {
+std::optional<Bytes> rotating_key_reply(KeyRef entity_secret, const RotatingSecrets& s, std::string& why) {
   Bytes body;
   body.push_back(1);
   put_u32(body, static_cast<std::uint32_t>(s.secrets.size()));
@@ -609,7 +631,7 @@ std::optional<Bytes> rotating_key_reply(ByteView entity_secret, const RotatingSe
     put_u32(body, k.expires_nsec);
   }
   put_u64(body, s.max_ver);
-  auto sealed = seal_with_length(entity_secret, body, why);
+  auto sealed = seal_with_length(entity_secret, kUsageRotatingSecret, body, why);
   if (!sealed) return std::nullopt;
   Bytes out;
   put_u16(out, kCephxGetRotatingKey);

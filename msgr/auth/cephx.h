@@ -8,6 +8,10 @@
 //   S: AUTH_DONE          decode_mon_auth_done() -> session key, AUTH ticket,
 //                         connection secret, service tickets
 //   both: AUTH_SIGNATURE  hmac_sha256(session key, the bytes received)
+//
+// Keys are KeyRefs: an AES key (bare secret bytes are one) or an aes256k
+// key; every sealed structure uses its own key usage (crypto.h kUsage*),
+// which only aes256k's key derivation reads (docs/security.md §5e).
 #pragma once
 
 #include <cstdint>
@@ -15,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "msgr/auth/aes256k.h"
 #include "msgr/auth/crypto.h"
 
 namespace siphon::auth {
@@ -55,7 +60,9 @@ struct MonAuthResult {
 
 // The proof of the entity secret: encode_encrypt(server | client challenge),
 // XOR of its little-endian u64 words, u32 length prefix included (§3.3).
-std::optional<std::uint64_t> challenge_proof(ByteView secret, std::uint64_t server_challenge,
+// With an aes256k key, the XOR of HMAC-SHA256(secret, server | client)'s
+// four words instead (Ceph 19.2.6+, docs/security.md §5e).
+std::optional<std::uint64_t> challenge_proof(KeyRef secret, std::uint64_t server_challenge,
                                              std::uint64_t client_challenge, std::string& why);
 
 // AUTH_REPLY_MORE from a mon: CephXServerChallenge {u8 1, u64}.
@@ -63,18 +70,18 @@ std::optional<std::uint64_t> decode_server_challenge(ByteView payload, std::stri
 
 // AUTH_REQUEST_MORE to a mon: CephXRequestHeader + CephXAuthenticate v3 with
 // an empty old ticket (Siphon never reclaims a global_id: it sends 0).
-std::optional<Bytes> authenticate_payload(ByteView secret, std::uint64_t server_challenge,
+std::optional<Bytes> authenticate_payload(KeyRef secret, std::uint64_t server_challenge,
                                           std::uint64_t client_challenge, std::uint32_t other_keys,
                                           std::string& why);
 
 // Decodes AUTH_DONE's payload with the entity's secret. Fails (with a reason
 // naming the step) on a status != 0, a bad envelope or a truncated payload.
-std::optional<MonAuthResult> decode_mon_auth_done(ByteView entity_secret, ByteView payload, std::string& why);
+std::optional<MonAuthResult> decode_mon_auth_done(KeyRef entity_secret, ByteView payload, std::string& why);
 
 // Decodes a service ticket reply (u8 1 | u32 n | tickets); the
 // CephXServiceTicket parts are opened with `key`. Used for AUTH_DONE's two
 // replies and for MAuthReply.
-bool decode_ticket_reply(ByteView in, std::size_t& pos, ByteView key, std::vector<ServiceTicket>& out,
+bool decode_ticket_reply(ByteView in, std::size_t& pos, KeyRef key, std::vector<ServiceTicket>& out,
                          std::string& why);
 
 // --- the authorizer towards OSD, MGR and MDS (cephx.md §4) ---------------------
@@ -92,11 +99,11 @@ std::optional<Bytes> authorizer_payload(std::uint64_t global_id, const ServiceTi
                                         std::optional<std::uint64_t> server_challenge, std::string& why);
 // AUTH_REPLY_MORE from a service: seal(CephXAuthorizeChallenge {u8 1,
 // u64}) with no length prefix (cephx.md §4.2).
-std::optional<std::uint64_t> decode_authorizer_challenge(ByteView session_key, ByteView payload, std::string& why);
+std::optional<std::uint64_t> decode_authorizer_challenge(KeyRef session_key, ByteView payload, std::string& why);
 // AUTH_DONE from a service: u32 len + seal(CephXAuthorizeReply). Checks
 // that it answers `nonce` (nonce + 1); returns the connection secret (empty
 // for a v1 reply: crc mode).
-std::optional<Bytes> decode_authorize_reply(ByteView session_key, ByteView payload, std::uint64_t nonce,
+std::optional<Bytes> decode_authorize_reply(KeyRef session_key, ByteView payload, std::uint64_t nonce,
                                             std::string& why);
 
 // --- service ticket renewal inside a mon session (cephx.md §3.8) ----------------
@@ -109,7 +116,7 @@ std::optional<Bytes> principal_session_key_request(std::uint64_t global_id, cons
 // MAuthReply's result_bl for it: u16 0x0200 | s32 status | a service ticket
 // reply sealed with the AUTH session key. The renewed tickets, or nullopt
 // with the reason (a non-zero status included).
-std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(ByteView auth_session_key,
+std::optional<std::vector<ServiceTicket>> decode_principal_session_key_reply(KeyRef auth_session_key,
                                                                              ByteView result_bl, std::string& why);
 
 // --- the accepting side: cephx's key-based exchange (cephx.md §8.4a) ----------
@@ -134,7 +141,7 @@ Bytes server_challenge_payload(std::uint64_t challenge);
 // AUTH_DONE's payload: the AUTH ticket (session key and validity, sealed
 // with the entity's secret; an empty ticket blob) and the connection secret
 // (sealed with the session key; empty in crc mode), no extra tickets.
-std::optional<Bytes> mon_auth_done_payload(ByteView entity_secret, const CryptoKey& session_key,
+std::optional<Bytes> mon_auth_done_payload(KeyRef entity_secret, const CryptoKey& session_key,
                                            std::uint32_t validity_sec, ByteView connection_secret,
                                            std::string& why);
 
@@ -170,10 +177,10 @@ struct TicketInfo {
   CryptoKey session_key;
 };
 // Opens enc_bl(CephXServiceTicketInfo) with the service secret.
-std::optional<TicketInfo> open_ticket(ByteView service_secret, ByteView ticket_ct, std::string& why);
+std::optional<TicketInfo> open_ticket(KeyRef service_secret, ByteView ticket_ct, std::string& why);
 // The inverse: the whole CephXTicketBlob (u8 1 | u64 secret_id | u32 len +
 // enc_bl(info)), as a monitor mints it (tests, and Siphon's own peers).
-std::optional<Bytes> mint_ticket_blob(ByteView service_secret, std::uint64_t secret_id, const TicketInfo& info,
+std::optional<Bytes> mint_ticket_blob(KeyRef service_secret, std::uint64_t secret_id, const TicketInfo& info,
                                       std::string& why);
 
 // CephXAuthorize v2, opened with the ticket's session key.
@@ -182,14 +189,14 @@ struct Authorize {
   bool have_challenge = false;
   std::uint64_t server_challenge_plus_one = 0;
 };
-std::optional<Authorize> open_authorize(ByteView session_key, ByteView authorize_ct, std::string& why);
+std::optional<Authorize> open_authorize(KeyRef session_key, ByteView authorize_ct, std::string& why);
 
 // AUTH_REPLY_MORE's payload: enc_bl(CephXAuthorizeChallenge {u8 1, u64}),
 // no length prefix (§4.2).
-std::optional<Bytes> authorizer_challenge_payload(ByteView session_key, std::uint64_t challenge, std::string& why);
+std::optional<Bytes> authorizer_challenge_payload(KeyRef session_key, std::uint64_t challenge, std::string& why);
 // AUTH_DONE's payload: u32 len + seal(CephXAuthorizeReply {v1: nonce + 1;
 // v2 with a non-empty connection secret: nonce + 1, the secret}) (§4.4).
-std::optional<Bytes> authorize_reply_payload(ByteView session_key, std::uint64_t nonce, ByteView connection_secret,
+std::optional<Bytes> authorize_reply_payload(KeyRef session_key, std::uint64_t nonce, ByteView connection_secret,
                                              std::string& why);
 
 // --- rotating service keys, for daemons (cephx.md §3.8, CEPHX_GET_ROTATING_KEY) --
@@ -208,9 +215,9 @@ Bytes rotating_key_request();
 // MAuthReply's result_bl: u16 0x0400 | s32 status | u32 len +
 // seal(RotatingSecrets) under the requesting entity's own key. nullopt with
 // the reason on a non-zero status, a wrong key or a truncated reply.
-std::optional<RotatingSecrets> decode_rotating_key_reply(ByteView entity_secret, ByteView result_bl,
+std::optional<RotatingSecrets> decode_rotating_key_reply(KeyRef entity_secret, ByteView result_bl,
                                                          std::string& why);
 // The inverse (a monitor's side; tests).
-std::optional<Bytes> rotating_key_reply(ByteView entity_secret, const RotatingSecrets& s, std::string& why);
+std::optional<Bytes> rotating_key_reply(KeyRef entity_secret, const RotatingSecrets& s, std::string& why);
 
 }  // namespace siphon::auth

@@ -1,5 +1,7 @@
 #include "msgr/auth/crypto.h"
 
+#include "msgr/auth/aes256k.h"
+
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/params.h>
@@ -111,20 +113,19 @@ std::optional<CryptoKey> CryptoKey::from_base64(std::string_view text, std::stri
     why = fmt::format("{} bytes after the key", raw->size() - pos);
     return std::nullopt;
   }
-  if (k.type == 2) {
-    // Ceph 19.2.6+'s aes256k (RFC 8009, msgr/auth/aes256k.h): the cipher is
-    // here, its use in cephx's exchange is not.
-    why = "key type 2 (aes256k): the cipher is implemented, its use in cephx's exchange is not implemented by "
-          "Siphon (Ceph 16.2.15, the version tested, has no such keys either); use an AES (type 1) key, e.g. "
-          "ceph auth get-or-create-key with the default key type";
-    return std::nullopt;
-  }
-  if (k.type != kCryptoAes) {
-    why = fmt::format("key type {} is not AES (1)", k.type);
-    return std::nullopt;
-  }
-  if (k.secret.size() < kAesKeySize) {
-    why = fmt::format("AES secret has {} bytes, needs at least {}", k.secret.size(), kAesKeySize);
+  if (k.type == kCryptoAes) {
+    if (k.secret.size() < kAesKeySize) {
+      why = fmt::format("AES secret has {} bytes, needs at least {}", k.secret.size(), kAesKeySize);
+      return std::nullopt;
+    }
+  } else if (k.type == kCryptoAes256k) {
+    // Ceph 19.2.6+ / 20.2.4+ (CryptoAES256KRB5::validate_secret: 32 or more).
+    if (k.secret.size() < kAes256kKeySize) {
+      why = fmt::format("aes256k secret has {} bytes, needs at least {}", k.secret.size(), kAes256kKeySize);
+      return std::nullopt;
+    }
+  } else {
+    why = fmt::format("key type {} is neither AES (1) nor aes256k (2)", k.type);
     return std::nullopt;
   }
   return k;
@@ -214,6 +215,69 @@ std::optional<Bytes> open(ByteView secret, ByteView cipher, std::string& why) {
 
 std::optional<Bytes> seal_with_length(ByteView secret, ByteView body, std::string& why) {
   auto ct = seal(secret, body, why);
+  if (!ct) return std::nullopt;
+  Bytes out;
+  put_u32(out, static_cast<std::uint32_t>(ct->size()));
+  out.insert(out.end(), ct->begin(), ct->end());
+  return out;
+}
+
+std::string key_type_name(std::uint16_t type) {
+  if (type == kCryptoAes) return "aes";
+  if (type == kCryptoAes256k) return "aes256k";
+  return fmt::format("type {}", type);
+}
+
+namespace {
+
+Bytes envelope(ByteView body) {
+  Bytes plain;
+  plain.reserve(9 + body.size());
+  plain.push_back(1);
+  put_u64(plain, kAuthEncMagic);
+  plain.insert(plain.end(), body.begin(), body.end());
+  return plain;
+}
+
+std::optional<Aes256kKeys> derive_for(KeyRef key, std::uint32_t usage, std::string& why) {
+  auto k = aes256k_derive(key.secret, usage, why);
+  if (!k) why = "aes256k key: " + why;
+  return k;
+}
+
+}  // namespace
+
+std::optional<Bytes> seal(KeyRef key, std::uint32_t usage, ByteView body, std::string& why) {
+  if (key.type == kCryptoAes) return seal(key.secret, body, why);
+  if (key.type != kCryptoAes256k) {
+    why = fmt::format("cannot encrypt with a key of {}", key_type_name(key.type));
+    return std::nullopt;
+  }
+  auto k = derive_for(key, usage, why);
+  if (!k) return std::nullopt;
+  return aes256k_seal(*k, envelope(body), {}, why);
+}
+
+std::optional<Bytes> open(KeyRef key, std::uint32_t usage, ByteView cipher, std::string& why) {
+  if (key.type == kCryptoAes) return open(key.secret, cipher, why);
+  if (key.type != kCryptoAes256k) {
+    why = fmt::format("cannot decrypt with a key of {}", key_type_name(key.type));
+    return std::nullopt;
+  }
+  auto k = derive_for(key, usage, why);
+  if (!k) return std::nullopt;
+  auto plain = aes256k_open(*k, cipher, why);
+  if (!plain) return std::nullopt;
+  if (plain->size() < 9 || (*plain)[0] != 1 || get_u64(plain->data() + 1) != kAuthEncMagic) {
+    why = "bad magic in decrypted aes256k envelope";
+    return std::nullopt;
+  }
+  plain->erase(plain->begin(), plain->begin() + 9);
+  return plain;
+}
+
+std::optional<Bytes> seal_with_length(KeyRef key, std::uint32_t usage, ByteView body, std::string& why) {
+  auto ct = seal(key, usage, body, why);
   if (!ct) return std::nullopt;
   Bytes out;
   put_u32(out, static_cast<std::uint32_t>(ct->size()));

@@ -8,6 +8,9 @@
 //   envelope         u8 1 | u64 AUTH_ENC_MAGIC | T, then AES: the wrapper of
 //                    every encrypted cephx structure, raw (enc_bl) or with a
 //                    u32 length in front (encode_encrypt).
+//   KeyRef           a key's type and secret: the envelope dispatches on
+//                    the type (AES, or aes256k with a key usage per cephx
+//                    structure, aes256k.h).
 //   hmac_sha256      AUTH_SIGNATURE.
 //   GcmStream        one direction of a secure-mode connection: AES-128-GCM,
 //                    16-byte tag, no AAD, the nonce advancing per message.
@@ -23,6 +26,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 namespace siphon::auth {
@@ -51,12 +55,43 @@ struct CryptoKey {
   Bytes encode() const;
   // Decodes `in` starting at `pos` (advanced past the key); false with `why`.
   static bool decode(ByteView in, std::size_t& pos, CryptoKey& out, std::string& why);
-  // Keyring form: base64 of encode(). parse_base64 accepts Ceph's keys only:
-  // type AES with at least 16 secret bytes.
+  // Keyring form: base64 of encode(). from_base64 accepts Ceph's keys only:
+  // type AES (1) with at least 16 secret bytes, or aes256k (2, Ceph 19.2.6 /
+  // 20.2.4 and later) with at least 32.
   std::string to_base64() const;
   static std::optional<CryptoKey> from_base64(std::string_view text, std::string& why);
   friend bool operator==(const CryptoKey&, const CryptoKey&) = default;
 };
+
+// A key as the envelope needs it: its type and its secret (not owned). From
+// a CryptoKey, or from bare secret bytes, which mean an AES key (every key
+// of Ceph up to 19.2.5 / 20.2.3, and every key of the tests' golden
+// vectors).
+struct KeyRef {
+  std::uint16_t type = kCryptoAes;
+  ByteView secret;
+  KeyRef(const CryptoKey& k) noexcept : type(k.type), secret(k.secret) {}  // NOLINT: implicit on purpose
+  template <class R>
+    requires std::is_convertible_v<const R&, ByteView>
+  KeyRef(const R& secret_bytes) noexcept : secret(secret_bytes) {}  // NOLINT: implicit on purpose
+  KeyRef(std::uint16_t t, ByteView s) noexcept : type(t), secret(s) {}
+};
+
+// The key usages cephx passes to aes256k's key derivation, one per
+// structure (Ceph's CEPHX_KEY_USAGE_*, CephxProtocol.h; docs/security.md
+// §5e). AES ignores them.
+inline constexpr std::uint32_t kUsageNone = 0x00;                // plain CryptoKey::encrypt
+inline constexpr std::uint32_t kUsageAuthConnectionSecret = 0x03;  // AUTH_DONE's connection secret
+inline constexpr std::uint32_t kUsageTicketSessionKey = 0x04;      // CephXServiceTicket
+inline constexpr std::uint32_t kUsageTicketBlob = 0x05;            // an AUTH ticket blob re-sealed (ticket_enc 1)
+inline constexpr std::uint32_t kUsageAuthorize = 0x10;             // CephXAuthorize
+inline constexpr std::uint32_t kUsageAuthorizeChallenge = 0x11;    // CephXAuthorizeChallenge
+inline constexpr std::uint32_t kUsageAuthorizeReply = 0x12;        // CephXAuthorizeReply
+inline constexpr std::uint32_t kUsageRotatingSecret = 0x20;        // RotatingSecrets
+inline constexpr std::uint32_t kUsageTicketInfo = 0x30;            // CephXServiceTicketInfo (the ticket blob)
+
+// The name of a key type for messages ("aes", "aes256k", "type 7").
+std::string key_type_name(std::uint16_t type);
 
 std::string base64_encode(ByteView in);
 std::optional<Bytes> base64_decode(std::string_view text);  // strict, padding required
@@ -78,6 +113,15 @@ std::optional<Bytes> seal(ByteView secret, ByteView body, std::string& why);
 std::optional<Bytes> open(ByteView secret, ByteView cipher, std::string& why);
 // encode_encrypt: u32 ct_len | seal(body).
 std::optional<Bytes> seal_with_length(ByteView secret, ByteView body, std::string& why);
+
+// The same three for a key of either type: AES as above (`usage` unused);
+// aes256k seals 01 | magic | body with the keys derived for `usage`
+// (aes256k.h: confounder, AES-256-CTS, HMAC-SHA384-192), and opens by
+// checking the integrity tag, then the version byte and the magic. Any
+// other type is refused with the reason.
+std::optional<Bytes> seal(KeyRef key, std::uint32_t usage, ByteView body, std::string& why);
+std::optional<Bytes> open(KeyRef key, std::uint32_t usage, ByteView cipher, std::string& why);
+std::optional<Bytes> seal_with_length(KeyRef key, std::uint32_t usage, ByteView body, std::string& why);
 
 // --- HMAC ----------------------------------------------------------------------------
 

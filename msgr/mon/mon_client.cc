@@ -348,7 +348,7 @@ void MonClient::handle_auth_reply_locked(const MAuthReply& r) {
   if (r.result != 0) {
     why = fmt::format("result {} ({})", r.result, r.result_msg);
   } else {
-    tickets = auth::decode_principal_session_key_reply(auth_ticket->ticket.session_key.secret, bl, why);
+    tickets = auth::decode_principal_session_key_reply(auth_ticket->ticket.session_key, bl, why);
   }
   if (!tickets) {
     SIPHON_LOG(ms, 1, "mon client: the mon refused or garbled our service ticket renewal: {}; retrying", why);
@@ -381,7 +381,7 @@ void MonClient::handle_rotating_reply_locked(const MAuthReply& r, const auth::By
   if (r.result != 0)
     why = fmt::format("result {}{}{}", r.result, r.result_msg.empty() ? "" : ": ", r.result_msg);
   else
-    s = auth::decode_rotating_key_reply(opts_.auth.secret, bl, why);
+    s = auth::decode_rotating_key_reply(auth::KeyRef(opts_.auth.key_type, opts_.auth.secret), bl, why);
   if (!s) {
     rotating_error_ = fmt::format("the mon refused or garbled the rotating keys of {}: {} (only osd, mds and mgr "
                                   "entities have rotating keys)",

@@ -166,7 +166,7 @@ Step ClientHandshake::on_auth_reply_more(const Frame& f) {
   if (!decode(f, more, why)) return fail(errc::decode_error, std::move(why));
   const auth::Bytes payload = bytes_of(more.auth_payload);
   if (authorizer_) {
-    auto c = auth::decode_authorizer_challenge(authorizer_->ticket.session_key.secret, payload, why);
+    auto c = auth::decode_authorizer_challenge(authorizer_->ticket.session_key, payload, why);
     if (!c) return fail(errc::auth_failed, fmt::format("the {}'s cephx challenge: {}",
                                                        proto::entity_type_name(expected_peer_type_), why));
     challenged_ = true;
@@ -181,7 +181,7 @@ Step ClientHandshake::on_auth_reply_more(const Frame& f) {
   challenged_ = true;
   server_challenge_ = *challenge;
   const std::uint64_t client_challenge = svc_.random_cookie();
-  auto body = auth::authenticate_payload(me_.auth.secret, server_challenge_, client_challenge,
+  auto body = auth::authenticate_payload(auth::KeyRef(me_.auth.key_type, me_.auth.secret), server_challenge_, client_challenge,
                                          me_.auth.want_keys | 0x20, why);
   if (!body) return fail(errc::auth_failed, fmt::format("cephx key of {}: {}", me_.auth_name.to_string(), why));
   AuthRequestMore req;
@@ -198,7 +198,7 @@ Step ClientHandshake::on_cephx_done(const AuthDone& d) {
   const auth::Bytes payload = bytes_of(d.auth_payload);
   std::string why;
   if (authorizer_) return on_authorizer_done(d, payload);
-  auto r = auth::decode_mon_auth_done(me_.auth.secret, payload, why);
+  auto r = auth::decode_mon_auth_done(auth::KeyRef(me_.auth.key_type, me_.auth.secret), payload, why);
   if (!r)
     return fail(errc::auth_failed, fmt::format("cannot read the monitor's cephx reply with the key of {} from "
                                                "{}: {}", me_.auth_name.to_string(), me_.auth.key_source, why));
@@ -228,7 +228,7 @@ Step ClientHandshake::on_cephx_done(const AuthDone& d) {
 
 Step ClientHandshake::on_authorizer_done(const AuthDone& d, const auth::Bytes& payload) {
   std::string why;
-  auto secret = auth::decode_authorize_reply(authorizer_->ticket.session_key.secret, payload, authorizer_nonce_, why);
+  auto secret = auth::decode_authorize_reply(authorizer_->ticket.session_key, payload, authorizer_nonce_, why);
   if (!secret)
     return fail(errc::auth_failed, fmt::format("cannot accept the {}'s cephx reply: {}",
                                                proto::entity_type_name(expected_peer_type_), why));

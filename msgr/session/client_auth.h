@@ -80,6 +80,7 @@ struct ClientAuth {
   // was found, as Ceph drops cephx when it finds no keyring).
   std::vector<std::uint32_t> methods{proto::kAuthMethodNone};
   std::vector<std::uint8_t> secret;  // the entity's key (needed for cephx)
+  std::uint16_t key_type = auth::kCryptoAes;  // its type: aes, or aes256k (Ceph 19.2.6+)
   std::string key_source;          // where the key came from, for errors ("keyring /etc/ceph/...")
   // Connection modes offered, in order: to monitors and managers
   // (ms_mon_client_mode) and to everyone else (ms_client_mode).
@@ -108,8 +109,12 @@ struct ServerAuth {
   std::vector<std::uint32_t> service_modes{proto::kConModeCrc};
   std::vector<std::uint32_t> cluster_modes{proto::kConModeCrc};
   // cephx: the entities allowed in and their keys ("client.admin" -> the
-  // 16-byte secret), from a keyring; `keyring_source` names it in logs.
+  // secret: 16 bytes for aes, 32 for aes256k), from a keyring;
+  // `keyring_source` names it in logs.
   std::map<std::string, std::vector<std::uint8_t>> keys;
+  // The type of each key that is not AES (aes256k: "client.admin" -> 2);
+  // a name missing here holds an AES key.
+  std::map<std::string, std::uint16_t> key_types;
   std::string keyring_source;
   // Validity given to the session keys handed out (auth_mon_ticket_ttl).
   std::uint32_t ticket_ttl_sec = 259200;

@@ -419,6 +419,7 @@ class ServerHandshake : public detail::HandshakeCommon<ServerHandshakeState> {
   std::uint64_t pending_global_id_ = 0;
   proto::EntityName pending_name_;
   auth::Bytes entity_secret_;
+  std::uint16_t entity_key_type_ = auth::kCryptoAes;
   auth::Bytes session_key_;
   // cephx authorizers (server_authorizer.cc): the challenge sent, awaiting
   // the client's answer in AUTH_REQUEST_MORE (cephx.md §4.2, §8.1).

@@ -77,6 +77,8 @@ Step ServerHandshake::on_cephx_request(const AuthRequest& req, std::uint32_t con
   pending_name_ = p.name;
   pending_mode_ = con_mode;
   entity_secret_ = it->second;
+  const auto type = a.key_types.find(it->first);
+  entity_key_type_ = type == a.key_types.end() ? auth::kCryptoAes : type->second;
   do {
     server_challenge_ = auth::random_u64();  // never 0 (cephx.md §3.2)
   } while (server_challenge_ == 0);
@@ -102,17 +104,22 @@ Step ServerHandshake::on_auth_request_more(const Frame& f) {
   const auth::Bytes payload = bytes_of(more.auth_payload);
   auto req = auth::decode_authenticate(payload, why);
   if (!req) return fail(errc::decode_error, "cephx authenticate request: " + why);
-  auto want = auth::challenge_proof(entity_secret_, server_challenge_, req->client_challenge, why);
+  auto want = auth::challenge_proof(auth::KeyRef(entity_key_type_, entity_secret_), server_challenge_, req->client_challenge, why);
   if (!want) return fail(errc::internal_error, "cephx challenge proof: " + why);
   if (*want != req->key)
     return bad_method(proto::kAuthMethodCephx, kEACCES,
-                      fmt::format("{} failed the cephx challenge: its key does not match the keyring ({})",
-                                  pending_name_.to_string(), me_.server_auth.keyring_source));
+                      fmt::format("{} failed the cephx challenge: its key does not match the {} key in the "
+                                  "keyring ({}); a key of another type, or another key",
+                                  pending_name_.to_string(), auth::key_type_name(entity_key_type_),
+                                  me_.server_auth.keyring_source));
   auth::CryptoKey session;
   const proto::UTime now = stamp_now();
   session.created_sec = now.sec;
   session.created_nsec = now.nsec;
-  session.secret.resize(auth::kAesKeySize);
+  // The session key takes the client's key type, as Ceph's KeyServer
+  // gives the AUTH ticket (build_session_auth_info: the client's type).
+  session.type = entity_key_type_;
+  session.secret.resize(entity_key_type_ == auth::kCryptoAes256k ? auth::kAes256kKeySize : auth::kAesKeySize);
   auth::random_bytes(session.secret);
   auth::Bytes secret;
   if (pending_mode_ == proto::kConModeSecure) {
@@ -120,7 +127,7 @@ Step ServerHandshake::on_auth_request_more(const Frame& f) {
     auth::random_bytes(secret);
   }
   auto done_payload =
-      auth::mon_auth_done_payload(entity_secret_, session, me_.server_auth.ticket_ttl_sec, secret, why);
+      auth::mon_auth_done_payload(auth::KeyRef(entity_key_type_, entity_secret_), session, me_.server_auth.ticket_ttl_sec, secret, why);
   if (!done_payload) return fail(errc::internal_error, "cephx reply: " + why);
   session_key_ = session.secret;
   peer_.global_id = svc_.new_global_id();

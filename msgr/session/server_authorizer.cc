@@ -59,6 +59,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
                                          proto::entity_type_name(mine)));
   // The key that opens the ticket.
   auth::Bytes service_key;
+  std::uint16_t service_key_type = auth::kCryptoAes;
   std::string key_name;
   if (req->secret_id == auth::kLongTermSecretId) {
     key_name = fmt::format("{}.", proto::entity_type_name(mine));
@@ -68,6 +69,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
                                            "keyring has no {} key",
                                            from, req->global_id, key_name));
     service_key = it->second;
+    if (const auto t = a.key_types.find(key_name); t != a.key_types.end()) service_key_type = t->second;
   } else {
     if (!a.rotating)
       return refuse_authorizer(fmt::format("{} (global_id {}): this daemon has no monitor session, so no rotating "
@@ -85,9 +87,10 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
                                            req->secret_id > k.newest ? "; fetching the newer keys" : ""));
     }
     service_key = k.key->key.secret;
+    service_key_type = k.key->key.type;
     key_name = fmt::format("{} rotating secret_id {}", proto::entity_type_name(mine), req->secret_id);
   }
-  auto ticket = auth::open_ticket(service_key, req->ticket_ct, why);
+  auto ticket = auth::open_ticket(auth::KeyRef(service_key_type, service_key), req->ticket_ct, why);
   if (!ticket)
     return refuse_authorizer(fmt::format("{} (global_id {}): the ticket does not open with the {} key ({}): "
                                          "forged, or from another cluster",
@@ -102,7 +105,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
   if (std::make_pair(ticket->expires_sec, ticket->expires_nsec) <= std::make_pair(now.sec, now.nsec))
     return refuse_authorizer(fmt::format("the ticket of {} expired at {} ({} s ago)", who, utc(ticket->expires_sec),
                                          now.sec - ticket->expires_sec));
-  auto authorize = auth::open_authorize(ticket->session_key.secret, req->authorize_ct, why);
+  auto authorize = auth::open_authorize(ticket->session_key, req->authorize_ct, why);
   if (!authorize)
     return refuse_authorizer(fmt::format("{}: the authorizer does not open with its ticket's session key ({})", who,
                                          why));
@@ -110,7 +113,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
     // First round (or a client that starts over): challenge, as every
     // msgr2 service does (cephx.md §4.2).
     authorizer_challenge_ = auth::random_u64();
-    auto challenge = auth::authorizer_challenge_payload(ticket->session_key.secret, authorizer_challenge_, why);
+    auto challenge = auth::authorizer_challenge_payload(ticket->session_key, authorizer_challenge_, why);
     if (!challenge) return fail(errc::internal_error, "cephx authorizer challenge: " + why);
     method_ = proto::kAuthMethodCephx;
     pending_mode_ = con_mode;
@@ -127,7 +130,7 @@ Step ServerHandshake::on_authorizer(const auth::Bytes& payload, std::uint32_t co
     secret.resize(auth::kConnectionSecretSize);
     auth::random_bytes(secret);
   }
-  auto reply = auth::authorize_reply_payload(ticket->session_key.secret, authorize->nonce, secret, why);
+  auto reply = auth::authorize_reply_payload(ticket->session_key, authorize->nonce, secret, why);
   if (!reply) return fail(errc::internal_error, "cephx authorizer reply: " + why);
   method_ = proto::kAuthMethodCephx;
   session_key_ = ticket->session_key.secret;

@@ -186,7 +186,7 @@ def main():
 
         c.check("a wrong key is refused", lambda: refused(
             wrong, "client.admin",
-            r"client\.admin failed the cephx challenge: its key does not match the keyring \(keyring " +
+            r"client\.admin failed the cephx challenge: its key does not match the aes key in the keyring \(keyring " +
             re.escape(objd_keyring) + r"\)"))
         c.check("an entity the keyring lacks is refused", lambda: refused(
             eve, "client.eve", r"client\.eve is not in the keyring \(keyring " + re.escape(objd_keyring) + r"\)"))

@@ -104,15 +104,5 @@ TEST(Aes256k, DamageWrongUsageAndShortInputsAreRefused) {
   EXPECT_FALSE(aes256k_seal(*k, Bytes(4, 0), Bytes(15, 0), why)) << "a confounder is one block";
 }
 
-// A keyring key of type 2 is recognised, and refused for cephx with the
-// reason (its use in cephx's exchange is not implemented).
-TEST(Aes256k, KeyringKeysOfType2AreNamedWhenRefused) {
-  CryptoKey k{kCryptoAes256k, 1700000000, 0, kBaseKey};
-  std::string why;
-  EXPECT_FALSE(CryptoKey::from_base64(k.to_base64(), why));
-  EXPECT_NE(why.find("aes256k"), std::string::npos) << why;
-  EXPECT_NE(why.find("not implemented"), std::string::npos) << why;
-}
-
 }  // namespace
 }  // namespace siphon::auth

@@ -29,7 +29,7 @@ TEST(CryptoKey, RefusesWhatIsNotACephAesKey) {
   // Type 0 (none), otherwise the lab key.
   CryptoKey none{kCryptoNone, 1, 0, golden::kAdminSecret};
   EXPECT_FALSE(CryptoKey::from_base64(none.to_base64(), why));
-  EXPECT_NE(why.find("not AES"), std::string::npos) << why;
+  EXPECT_NE(why.find("neither AES (1) nor aes256k (2)"), std::string::npos) << why;
   // An AES key with 8 secret bytes.
   CryptoKey shorty{kCryptoAes, 1, 0, Bytes(8, 7)};
   EXPECT_FALSE(CryptoKey::from_base64(shorty.to_base64(), why));

@@ -12,6 +12,9 @@
 #                 dropped, objd keeps serving
 #   bad_input     configuration and command-line errors: clear message, exit
 #                 status, no crash; ms_cluster_type selects the cluster stack
+#   cephx_aes256k_posix, cephx_aes256k_rdma  the same with aes256k (type 2)
+#                 keys, secure and crc mode, an AES client beside them, and
+#                 the refusal of a wrong aes256k key and of an AES key
 #   cephx_posix, cephx_rdma (soft fabric), cephx_verbs (rxe0, in the rxe guest)
 #                 objd-cephx.conf (cephx required, ms_service_mode secure) on
 #                 each stack: siphon-bench with the right key (-k, -n)
@@ -208,7 +211,7 @@ case "$case_name" in
       --connect-timeout 20 "${extra[@]}"
     [ "$status" -eq 1 ] || fail "wrong key: status $status, expected 1"
     expect_in "$tmp/wrong.err" "failed: the osd refused the cephx key of client\.bench from keyring $tmp/wrong\.keyring \(EACCES\)"
-    expect_in "$tmp/objd.err" "refused the authentication of a peer from [^ ]+: client\.bench failed the cephx challenge: its key does not match the keyring \(keyring $tmp/objd\.keyring\)"
+    expect_in "$tmp/objd.err" "refused the authentication of a peer from [^ ]+: client\.bench failed the cephx challenge: its key does not match the aes key in the keyring \(keyring $tmp/objd\.keyring\)"
     # An entity the daemon's keyring does not list.
     run_bench eve objd -c "$conf" -n client.eve -k "$tmp/eve.keyring" --target "$addr" --count 5 \
       --connect-timeout 20 "${extra[@]}"
@@ -234,6 +237,58 @@ case "$case_name" in
     expect_in "$tmp/dflt.out" "auth from clients none \(modes crc secure\), from daemons none \(modes crc secure\)$"
     expect_in "$tmp/dflt.err" "auth_service_required is at its default \(cephx\) but no keyring was found \(searched $tmp/missing\.keyring\): osd\.0 lets its peers in without authentication"
     stop_objd TERM
+    ;;
+  cephx_aes256k_posix | cephx_aes256k_rdma)
+    # aes256k keys (Ceph 19.2.6+ key type 2) in the key-based exchange:
+    # secure and crc mode, verified; an AES client beside them; a wrong
+    # aes256k key and an AES key where the daemon holds an aes256k one are
+    # refused and counted like a wrong AES key.
+    stack=${case_name#cephx_aes256k_}
+    extra=()
+    [ "$stack" = rdma ] && extra=(--ms_type async+rdma --ms_async_rdma_device_name soft0)
+    k256() {  # the keyring form of a type-2 key: base64(u16 2 | utime | u16 32 | secret)
+      python3 -c 'import base64,struct,sys; print(base64.b64encode(struct.pack("<HIIH",2,1700000000,0,32)+bytes.fromhex(sys.argv[1])).decode())' "$1"
+    }
+    kb=$(k256 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f)
+    kw=$(k256 202122232425262728292a2b2c2d2e2f303132333435363738393a3b3c3d3e3f)
+    aes=AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==
+    case "$kb" in Ag*) ;; *) fail "a type-2 key should print as Ag..., got $kb" ;; esac
+    printf '[client.bench]\n\tkey = %s\n[client.mixed]\n\tkey = %s\n' "$kb" "$aes" >"$tmp/objd.keyring"
+    printf '[client.bench]\n\tkey = %s\n' "$kb" >"$tmp/bench.keyring"
+    printf '[client.bench]\n\tkey = %s\n' "$kw" >"$tmp/wrong.keyring"
+    printf '[client.bench]\n\tkey = %s\n' "$aes" >"$tmp/aes.keyring"
+    printf '[client.mixed]\n\tkey = %s\n' "$aes" >"$tmp/mixed.keyring"
+    chmod 600 "$tmp"/*.keyring
+    conf="$confdir/objd-cephx.conf"
+    start_objd objd -c "$conf" -i 0 -k "$tmp/objd.keyring" --ms_service_mode "secure crc" --debug_ms_session 5 \
+      "${extra[@]}"
+    expect_in "$tmp/objd.out" "cephx keys of 2 entities from keyring $tmp/objd.keyring"
+    addr=$(cat "$tmp/addr")
+    for mode in secure crc; do
+      run_bench "$mode" objd -c "$conf" -n client.bench -k "$tmp/bench.keyring" --ms_client_mode "$mode" \
+        --target "$addr" --count 100 --size-dist 1K-128K --conns 2 --inflight 8 --verify --json "$tmp/$mode.json" \
+        "${extra[@]}"
+      [ "$status" -eq 0 ] || fail "aes256k key in $mode mode: siphon-bench exited with status $status"
+      expect_json "$tmp/$mode.json" "d['results']['verify'] == {'checked': 100, 'lost': 0, 'duplicated': 0, 'reordered': 0, 'corrupted': 0}"
+      expect_json "$tmp/$mode.json" "d['results']['errors'] == 0 and d['ms_type'] == 'async+$stack'"
+      expect_in "$tmp/objd.err" "accepted client\.bench from [^ ]+ as global_id [0-9]+: auth cephx, $mode mode"
+    done
+    # An AES client of the same daemon (a keyring of both types).
+    run_bench mixed objd -c "$conf" -n client.mixed -k "$tmp/mixed.keyring" --target "$addr" --count 20 --verify \
+      "${extra[@]}"
+    [ "$status" -eq 0 ] || fail "an aes client beside aes256k ones: status $status"
+    expect_in "$tmp/objd.err" "accepted client\.mixed from [^ ]+ as global_id [0-9]+: auth cephx, (crc|secure) mode"
+    # Another aes256k key, and the AES key where the keyring holds aes256k.
+    for k in wrong aes; do
+      run_bench "$k" objd -c "$conf" -n client.bench -k "$tmp/$k.keyring" --target "$addr" --count 5 \
+        --connect-timeout 20 "${extra[@]}"
+      [ "$status" -eq 1 ] || fail "$k key: status $status, expected 1"
+      expect_in "$tmp/$k.err" "failed: the osd refused the cephx key of client\.bench from keyring $tmp/$k\.keyring \(EACCES\)"
+    done
+    expect_in "$tmp/objd.err" "client\.bench failed the cephx challenge: its key does not match the aes256k key in the keyring \(keyring $tmp/objd\.keyring\)"
+    stop_objd TERM
+    expect_in "$tmp/objd.out" "served 220 put, 220 get, 223 stat, 220 delete"
+    expect_in "$tmp/objd.out" "siphon-objd osd\.0: refused 2 authentication attempt\(s\)"
     ;;
   *) fail "unknown case" ;;
 esac
