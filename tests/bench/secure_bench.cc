@@ -14,6 +14,7 @@
 #include "msgr/auth/crypto.h"
 #include "msgr/auth/secure_frames.h"
 #include "msgr/proto/frame.h"
+#include "message_frame.h"
 
 namespace {
 
@@ -33,15 +34,7 @@ auth::SecureKeys keys(bool connecting) {
   return *auth::SecureKeys::from_secret(auth::ByteView(s.data(), s.size()), connecting, why);
 }
 
-// What a bench message of `data_len` payload bytes is on the wire: header2
-// in segment 0, the payload in the data segment.
-proto::Frame message(std::size_t data_len) {
-  proto::Frame f;
-  f.tag = proto::Tag::message;
-  f.segments[0] = BufferList::copy_of(std::string(41, 'h'));
-  f.segments[3] = BufferList::copy_of(std::string(data_len, 'd'));
-  return f;
-}
+using siphon::bench_frames::message;
 
 // GcmStream::seal over one contiguous buffer: AES-128-GCM through our
 // wrapper, next to what `openssl speed` measures.
