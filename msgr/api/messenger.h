@@ -117,6 +117,7 @@ class Messenger {
   // Failover; MessengerOptions::siphon_ms_fallback_*). With one, bind() also
   // listens on the fallback stack and advertises those addresses after the
   // primary ones. Default: none (every session stays on the one stack).
+  // Call it before bind() and start(): later it is refused (logged).
   virtual void set_fallback_stack(std::shared_ptr<transport::Stack> stack) = 0;
   virtual void add_dispatcher_head(Dispatcher* d) = 0;
   virtual void add_dispatcher_tail(Dispatcher* d) = 0;

@@ -42,7 +42,20 @@ class MessengerImpl final : public Messenger {
     std::rotate(ds.rbegin(), ds.rbegin() + 1, ds.rend());
   }
   void add_dispatcher_tail(Dispatcher* d) override { core_->dispatchers.push_back(d); }
-  void set_fallback_stack(std::shared_ptr<transport::Stack> s) override { core_->fallback = std::move(s); }
+  // The fallback is started and listened on with the primary (bind(),
+  // start()); one set afterwards would be a stack nobody started, dialled
+  // by failover and stopped at shutdown. So it is refused then, and says so.
+  void set_fallback_stack(std::shared_ptr<transport::Stack> s) override {
+    std::lock_guard l(stack_mtx_);
+    if (stack_started_) {
+      SIPHON_LOG(ms, 0,
+                 "set_fallback_stack({}) after bind() or start() is ignored: the fallback stack is started and "
+                 "listened on with the primary; call set_fallback_stack() before bind() and start()",
+                 s ? s->type() : std::string_view("null"));
+      return;
+    }
+    core_->fallback = std::move(s);
+  }
 
   std::error_code bind(const EntityAddrVec& addrs) override {
     start_stack();

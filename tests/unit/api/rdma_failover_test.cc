@@ -261,5 +261,23 @@ TEST(RdmaFailover, PeerWithOneAddressNeverSwitches) {
   EXPECT_GT(r.m.client->stats().faults, 0u);
 }
 
+// A fallback stack set after bind() would be one that nobody started or
+// listened on, dialled by failover and stopped at shutdown: it is refused
+// with a log line that says when to call it, and the messenger carries on
+// with its primary stack alone.
+TEST(RdmaFailover, FallbackSetAfterBindIsRefused) {
+  const QuietLogs quiet{log::Subsys::transport, log::Subsys::rdma};
+  Rig r;
+  ASSERT_NO_FATAL_FAILURE(r.start(false));
+  LogCapture logs;
+  r.m.server->set_fallback_stack(Rig::make_tcp_stack_for_test());
+  EXPECT_TRUE(logs.contains("set_fallback_stack(async+posix) after bind() or start() is ignored"));
+  EXPECT_EQ(r.m.server->get_myaddrs().addrs.size(), 1u) << r.m.server->get_myaddrs().to_string();
+  ASSERT_TRUE(r.flows(500));
+  r.finish();
+  // Refused, not half-applied: the server's sessions never saw a fallback.
+  EXPECT_EQ(r.m.server->stats().fallback_switches + r.m.server->stats().primary_switches, 0u);
+}
+
 }  // namespace
 }  // namespace siphon::test
