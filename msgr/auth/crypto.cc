@@ -314,6 +314,44 @@ GcmStream::GcmStream(ByteView key16, ByteView nonce12, bool rev1) : rev1_(rev1) 
   initial_ = nonce_;
 }
 
+GcmStream::~GcmStream() = default;
+GcmStream::GcmStream(GcmStream&&) noexcept = default;
+GcmStream& GcmStream::operator=(GcmStream&&) noexcept = default;
+GcmStream::GcmStream(const GcmStream& o)
+    : key_(o.key_), nonce_(o.nonce_), initial_(o.initial_), rev1_(o.rev1_), exhausted_(o.exhausted_) {}
+GcmStream& GcmStream::operator=(const GcmStream& o) {
+  if (this == &o) return *this;
+  ctx_.reset();
+  dir_ = -1;
+  key_ = o.key_;
+  nonce_ = o.nonce_;
+  initial_ = o.initial_;
+  rev1_ = o.rev1_;
+  exhausted_ = o.exhausted_;
+  return *this;
+}
+
+void GcmStream::CtxFree::operator()(evp_cipher_ctx_st* c) const noexcept { EVP_CIPHER_CTX_free(c); }
+
+bool GcmStream::begin(bool encrypt) noexcept {
+  const int enc = encrypt ? 1 : 0;
+  if (ctx_ && dir_ == enc) {
+    // Same key and direction: only the nonce changes (GCM's state is reset
+    // by a new IV).
+    if (EVP_CipherInit_ex(ctx_.get(), nullptr, nullptr, nullptr, nonce_.data(), enc) == 1) return true;
+    dir_ = -1;
+    return false;
+  }
+  if (!ctx_) ctx_.reset(EVP_CIPHER_CTX_new());
+  dir_ = -1;
+  if (!ctx_ || EVP_CipherInit_ex(ctx_.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr, enc) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx_.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) != 1 ||
+      EVP_CipherInit_ex(ctx_.get(), nullptr, nullptr, key_.data(), nonce_.data(), enc) != 1)
+    return false;
+  dir_ = enc;
+  return true;
+}
+
 void GcmStream::advance() noexcept {
   // rev1: the u64 counter at [4..11] + 1; rev0: the u32 fixed part at [0..3] + 1.
   const std::size_t from = rev1_ ? 4 : 0;
@@ -328,17 +366,16 @@ bool GcmStream::seal(ByteView plain, Bytes& out, std::string& why) {
     why = "out of nonces: the connection must be re-established";
     return false;
   }
-  Ctx ctx(EVP_CIPHER_CTX_new());
   const std::size_t at = out.size();
   out.resize(at + plain.size() + kGcmTagSize);
   int n = 0;
   int fin = 0;
-  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) != 1 ||
-      EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) != 1 ||
-      EVP_EncryptUpdate(ctx.get(), out.data() + at, &n, plain.data(), static_cast<int>(plain.size())) != 1 ||
-      EVP_EncryptFinal_ex(ctx.get(), out.data() + at + n, &fin) != 1 ||
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kGcmTagSize, out.data() + at + plain.size()) != 1) {
+  EVP_CIPHER_CTX* ctx = begin(true) ? ctx_.get() : nullptr;
+  if (ctx == nullptr ||
+      EVP_EncryptUpdate(ctx, out.data() + at, &n, plain.data(), static_cast<int>(plain.size())) != 1 ||
+      EVP_EncryptFinal_ex(ctx, out.data() + at + n, &fin) != 1 ||
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kGcmTagSize, out.data() + at + plain.size()) != 1) {
+    dir_ = -1;
     out.resize(at);
     why = "OpenSSL AES-128-GCM encryption failed";
     return false;
@@ -353,20 +390,19 @@ bool GcmStream::open(ByteView cipher_and_tag, Bytes& out, std::string& why) {
     return false;
   }
   const std::size_t len = cipher_and_tag.size() - kGcmTagSize;
-  Ctx ctx(EVP_CIPHER_CTX_new());
   const std::size_t at = out.size();
   out.resize(at + len + kBlock);
   int n = 0;
   int fin = 0;
   Bytes tag(cipher_and_tag.begin() + static_cast<std::ptrdiff_t>(len), cipher_and_tag.end());
+  EVP_CIPHER_CTX* ctx = begin(false) ? ctx_.get() : nullptr;
   const bool ok =
-      ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) == 1 &&
-      EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) == 1 &&
-      EVP_DecryptUpdate(ctx.get(), out.data() + at, &n, cipher_and_tag.data(), static_cast<int>(len)) == 1 &&
-      EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kGcmTagSize, tag.data()) == 1 &&
-      EVP_DecryptFinal_ex(ctx.get(), out.data() + at + n, &fin) == 1;
+      ctx != nullptr &&
+      EVP_DecryptUpdate(ctx, out.data() + at, &n, cipher_and_tag.data(), static_cast<int>(len)) == 1 &&
+      EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kGcmTagSize, tag.data()) == 1 &&
+      EVP_DecryptFinal_ex(ctx, out.data() + at + n, &fin) == 1;
   if (!ok) {
+    dir_ = -1;
     out.resize(at);
     why = "bad secure-mode authentication tag";
     return false;
@@ -381,23 +417,22 @@ bool GcmStream::seal(std::span<const ByteView> parts, std::uint8_t* out, std::st
     why = "out of nonces: the connection must be re-established";
     return false;
   }
-  Ctx ctx(EVP_CIPHER_CTX_new());
-  bool ok = ctx && EVP_EncryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) == 1 &&
-            EVP_EncryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) == 1;
+  EVP_CIPHER_CTX* ctx = begin(true) ? ctx_.get() : nullptr;
+  bool ok = ctx != nullptr;
   std::size_t at = 0;
   for (const ByteView& p : parts) {
     if (!ok) break;
     if (p.empty()) continue;
     int n = 0;
-    ok = EVP_EncryptUpdate(ctx.get(), out + at, &n, p.data(), static_cast<int>(p.size())) == 1;
+    ok = EVP_EncryptUpdate(ctx, out + at, &n, p.data(), static_cast<int>(p.size())) == 1;
     at += static_cast<std::size_t>(n);
   }
   int fin = 0;
-  ok = ok && EVP_EncryptFinal_ex(ctx.get(), out + at, &fin) == 1;
+  ok = ok && EVP_EncryptFinal_ex(ctx, out + at, &fin) == 1;
   at += static_cast<std::size_t>(fin);
-  ok = ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_GET_TAG, kGcmTagSize, out + at) == 1;
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_GET_TAG, kGcmTagSize, out + at) == 1;
   if (!ok) {
+    dir_ = -1;
     why = "OpenSSL AES-128-GCM encryption failed";
     return false;
   }
@@ -412,24 +447,23 @@ bool GcmStream::open(std::span<const ByteView> parts, ByteView tag, std::uint8_t
   }
   std::array<std::uint8_t, kGcmTagSize> t{};
   std::copy(tag.begin(), tag.end(), t.begin());
-  Ctx ctx(EVP_CIPHER_CTX_new());
-  bool ok = ctx && EVP_DecryptInit_ex(ctx.get(), EVP_aes_128_gcm(), nullptr, nullptr, nullptr) == 1 &&
-            EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_IVLEN, kGcmNonceSize, nullptr) == 1 &&
-            EVP_DecryptInit_ex(ctx.get(), nullptr, nullptr, key_.data(), nonce_.data()) == 1;
+  EVP_CIPHER_CTX* ctx = begin(false) ? ctx_.get() : nullptr;
+  bool ok = ctx != nullptr;
   std::size_t at = 0;
   for (const ByteView& p : parts) {
     if (!ok) break;
     if (p.empty()) continue;
     int n = 0;
-    ok = EVP_DecryptUpdate(ctx.get(), out + at, &n, p.data(), static_cast<int>(p.size())) == 1;
+    ok = EVP_DecryptUpdate(ctx, out + at, &n, p.data(), static_cast<int>(p.size())) == 1;
     at += static_cast<std::size_t>(n);
   }
   // GCM has no padding: Final writes nothing, it only checks the tag.
   std::uint8_t scratch[kBlock];
   int fin = 0;
-  ok = ok && EVP_CIPHER_CTX_ctrl(ctx.get(), EVP_CTRL_GCM_SET_TAG, kGcmTagSize, t.data()) == 1 &&
-       EVP_DecryptFinal_ex(ctx.get(), scratch, &fin) == 1;
+  ok = ok && EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_GCM_SET_TAG, kGcmTagSize, t.data()) == 1 &&
+       EVP_DecryptFinal_ex(ctx, scratch, &fin) == 1;
   if (!ok) {
+    dir_ = -1;
     why = "bad secure-mode authentication tag";
     return false;
   }

@@ -22,12 +22,15 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <vector>
+
+struct evp_cipher_ctx_st;  // OpenSSL's EVP_CIPHER_CTX
 
 namespace siphon::auth {
 
@@ -139,9 +142,20 @@ inline constexpr std::size_t kGcmNonceSize = 12;
 // u32 fixed | u64 counter (LE); after each message rev1 adds 1 to the
 // counter, rev0 to the fixed part. Encrypting refuses once the nonce would
 // come back to its initial value ("out of nonces").
+//
+// The OpenSSL context is made and keyed once, on the first message, and
+// only re-initialised with the next nonce per message: setting it up per
+// message (fetching the cipher, expanding the key, the GHASH table) cost
+// about as much as encrypting 8 KiB (docs/performance.md, issue 15 item 7).
+// A copy starts with no context and makes its own.
 class GcmStream {
  public:
   GcmStream(ByteView key16, ByteView nonce12, bool rev1);
+  ~GcmStream();
+  GcmStream(const GcmStream& o);
+  GcmStream& operator=(const GcmStream& o);
+  GcmStream(GcmStream&&) noexcept;
+  GcmStream& operator=(GcmStream&&) noexcept;
   // `plain` -> ciphertext | tag, appended to `out`.
   bool seal(ByteView plain, Bytes& out, std::string& why);
   // `cipher_and_tag` -> plaintext appended to `out`; false on a tag failure.
@@ -162,6 +176,14 @@ class GcmStream {
 
  private:
   void advance() noexcept;
+  // The context ready for the current nonce in this direction (keyed on
+  // first use, or when the direction changes); false when OpenSSL fails.
+  bool begin(bool encrypt) noexcept;
+  struct CtxFree {
+    void operator()(evp_cipher_ctx_st* c) const noexcept;
+  };
+  std::unique_ptr<evp_cipher_ctx_st, CtxFree> ctx_;
+  int dir_ = -1;  // what ctx_ is keyed for: 1 encrypt, 0 decrypt, -1 nothing
   std::array<std::uint8_t, kAesKeySize> key_{};
   std::array<std::uint8_t, kGcmNonceSize> nonce_{};
   std::array<std::uint8_t, kGcmNonceSize> initial_{};

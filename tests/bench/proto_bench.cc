@@ -6,19 +6,14 @@
 #include <string>
 
 #include "msgr/proto/frame.h"
+#include "message_frame.h"
 
 namespace {
 
 using siphon::BufferList;
 namespace proto = siphon::proto;
 
-proto::Frame message(std::size_t data_len) {
-  proto::Frame f;
-  f.tag = proto::Tag::message;
-  f.segments[0] = BufferList::copy_of(std::string(41, 'h'));
-  f.segments[3] = BufferList::copy_of(std::string(data_len, 'd'));
-  return f;
-}
+using siphon::bench_frames::message;
 
 // Encode, then decode the wire image as one received buffer. Both passes
 // compute the segment crcs, so this is about 2x crc32c over the payload plus

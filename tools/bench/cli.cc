@@ -190,6 +190,24 @@ const std::vector<Flag>& flags() {
          if (a.ms_types.empty()) return "expects a comma-separated list, e.g. async+posix,async+rdma";
          return {};
        }},
+      {"--modes", true, kCompare, [](BenchArgs& a, std::string_view v) -> std::string {
+         a.con_modes.clear();
+         std::string_view rest = v;
+         for (;;) {
+           const auto comma = rest.find(',');
+           const std::string_view item = rest.substr(0, comma);
+           if (item != "crc" && item != "secure")
+             return fmt::format("expects connection modes crc and/or secure, comma-separated (e.g. crc,secure), "
+                                "got '{}' in '{}'",
+                                item, v);
+           for (const auto& m : a.con_modes)
+             if (m == item) return fmt::format("lists {} twice in '{}'", item, v);
+           a.con_modes.emplace_back(item);
+           if (comma == std::string_view::npos) break;
+           rest = rest.substr(comma + 1);
+         }
+         return {};
+       }},
       {"--connect-timeout", true, kLoad | kObjd, [](BenchArgs& a, std::string_view v) {
          return seconds_flag(a.connect_timeout, v, 0.1, 3600, "a timeout in");
        }},
@@ -345,7 +363,9 @@ usage:
   siphon-bench loopback [flags]           client and server messengers in this process
   siphon-bench server --bind ADDR [flags] answer clients until signalled (or --duration, --once)
   siphon-bench client --target ADDR [flags]
-  siphon-bench compare --ms-types T1,T2[,...] [flags]   the loopback run on each stack, one table
+  siphon-bench compare --ms-types T1,T2[,...] [--modes crc,secure] [flags]
+                                          the loopback run on each stack (and connection
+                                          mode), one table
   siphon-bench objd --target ADDR [flags] put, stat, get and delete --count objects (default
                                           1000) on a siphon-objd; --verify checks every get
   siphon-bench rados -p POOL SECONDS write|seq|rand [-t N] [-b SIZE] [--no-cleanup]
@@ -356,10 +376,14 @@ Configuration flags may also come before the mode: siphon-bench -c my.conf loopb
 
 configuration (the compat Config, as Ceph programs read it):
   -c, --conf FILE        ceph.conf to read (default: $CEPH_CONF, else Ceph's search list)
-  -n, --name TYPE.ID     entity whose sections are read and (objd) who authenticates
+  -n, --name TYPE.ID     entity whose sections are read and who authenticates
                          (default client.admin)
-  -k, --keyring FILE     keyring holding that entity's key (objd: cephx towards a
-                         siphon-objd that requires it; default Ceph's keyring list)
+  -k, --keyring FILE     keyring holding that entity's key (default Ceph's keyring
+                         list); the server side (loopback, server) admits the
+                         keyring's entities. cephx runs when a key is found and
+                         auth_client_required / auth_service_required list it;
+                         --set ms_client_mode=secure --set ms_service_mode=secure
+                         asks for secure mode (AES-128-GCM)
   --ms-type TYPE         async+posix (TCP) | async+rdma | async+<plugin>
   --set KEY=VALUE        any option of docs/configuration.md (also: --KEY VALUE)
 
@@ -384,6 +408,9 @@ workload (loopback, client, compare):
   --dispatch D           fast (default, on the worker) | queue (dispatch thread)
   --connect-timeout SEC  (default 10)    --drain-timeout SEC (default 10)
   --seed N               seed of the size sampling (default 1)
+  --modes M1[,M2]        compare: run each stack in each connection mode, crc and/or
+                         secure (sets ms_client_mode and ms_service_mode; secure
+                         needs cephx, i.e. -k KEYRING)
 
 endpoints:
   --target ADDR          client: the server, IP:PORT (v2: prefix and /NONCE optional)

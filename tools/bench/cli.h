@@ -57,6 +57,9 @@ struct BenchArgs {
 
   // --- compare ---
   std::vector<std::string> ms_types;
+  // --modes crc,secure: each stack once per connection mode (ms_client_mode
+  // and ms_service_mode set to it); empty: the configured modes, once.
+  std::vector<std::string> con_modes;
 
   // --- limits ---
   double connect_timeout = 10;  // seconds to wait for every connection to be READY

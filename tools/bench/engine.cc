@@ -16,8 +16,10 @@
 
 #include "compat/admin.h"
 #include "compat/factory.h"
+#include "compat/keyring.h"
 #include "msgr/base/error.h"
 #include "msgr/transport/transport.h"
+#include "tools/bench/auth.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/perf_delta.h"
 #include "tools/bench/stack.h"
@@ -135,9 +137,18 @@ class BenchServer final : public Dispatcher {
     handle(std::move(m));
     return true;
   }
-  void ms_handle_accept(ConnectionRef) override { accepts_.fetch_add(1); }
+  void ms_handle_accept(ConnectionRef con) override {
+    accepts_.fetch_add(1);
+    // The first sessions' negotiated auth, for the server's report.
+    std::lock_guard l(mu_);
+    if (con && sessions_.size() < kMaxSessions) sessions_.push_back(session_auth(con->auth_info()));
+  }
   bool ms_handle_reset(ConnectionRef) override { return true; }
 
+  std::vector<SessionAuth> sessions() const {
+    std::lock_guard l(mu_);
+    return sessions_;
+  }
   std::uint64_t served() const noexcept { return served_.load(); }
   std::uint64_t bytes() const noexcept { return bytes_in_.load() + bytes_out_.load(); }
   std::uint64_t bad_requests() const noexcept { return bad_.load(); }
@@ -218,8 +229,10 @@ class BenchServer final : public Dispatcher {
   const std::function<CpuTimes()> cpu_;
   std::atomic<std::uint64_t> served_{0}, bytes_in_{0}, bytes_out_{0}, bad_{0}, runs_done_{0}, accepts_{0};
   std::array<std::atomic<std::uint64_t>, 3> by_op_{};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::unordered_map<const Connection*, std::pair<ConnectionRef, CpuTimes>> windows_;
+  static constexpr std::size_t kMaxSessions = 1024;
+  std::vector<SessionAuth> sessions_;  // mu_
 };
 
 // A server messenger on its own stack (loopback and server mode).
@@ -228,6 +241,7 @@ struct ServerSide {
   std::shared_ptr<transport::Stack> fallback;  // siphon_ms_fallback_type (none: null)
   std::unique_ptr<BenchServer> logic;
   std::unique_ptr<Messenger> msgr;
+  std::string auth;  // compat::describe() of its ServerAuth
 
   ~ServerSide() { stop(); }
   void stop() {
@@ -309,6 +323,15 @@ bool start_server(const RunSetup& s, const std::string& bind_text, std::optional
   }
   out.msgr->set_policy(entity_type::client, s.args.lossy ? Policy::stateless_server() : Policy::stateful_server());
   out.msgr->add_dispatcher_tail(out.logic.get());
+  try {
+    const ServerAuth sa = bench_server_auth(*s.cfg);
+    out.auth = compat::describe(sa);
+    out.msgr->set_server_auth(sa);
+  } catch (const SetupError& e) {
+    error = e.what();
+    out.msgr.reset();
+    return false;
+  }
   EntityAddr a = *addr;
   a.nonce = 0;
   try {
@@ -361,6 +384,8 @@ class BenchClient {
 
   // Creates the stack and messengers and waits until every connection is READY.
   bool connect(std::string& error, bool& unavailable);
+  // What each connection negotiated (after connect).
+  const std::vector<SessionAuth>& sessions() const noexcept { return sessions_; }
   Result run();
   void stop();
   // The client's stack (shared by its messengers).
@@ -423,6 +448,9 @@ class BenchClient {
   }
   void send_locked(ClientConn& c, std::uint64_t scheduled_ns);
   void load_thread(unsigned t, std::uint64_t start_ns);
+  // Records what each READY connection negotiated; false (with `error`)
+  // when one did not get the mode setup.require_con_mode asks for.
+  bool check_sessions(std::string& error);
   void send_ctl(Op op);
   bool wait_ctl(Op op, double seconds, ServerStats* stats);
   std::uint64_t outstanding() {
@@ -463,6 +491,7 @@ class BenchClient {
   std::shared_ptr<transport::Stack> stack_;
   std::shared_ptr<transport::Stack> fallback_;  // siphon_ms_fallback_type (none: null)
   std::vector<std::unique_ptr<ClientConn>> conns_;
+  std::vector<SessionAuth> sessions_;
   std::atomic<bool> sending_{false};
   std::atomic<bool> measuring_{false};
   std::atomic<std::uint64_t> errors_{0};
@@ -516,6 +545,11 @@ bool BenchClient::connect(std::string& error, bool& unavailable) {
   std::uint64_t per = a_.count ? *a_.count / a_.conns : 0;
   std::uint64_t extra = a_.count ? *a_.count % a_.conns : 0;
   try {
+    // Who we are and how we prove it (-n/--name, -k/--keyring,
+    // auth_client_required, ms_client_mode): the bench server holds a
+    // keyring, no monitor, so cephx is the key-based exchange.
+    const BenchClientAuth auth = bench_client_auth(*s_.cfg, true);
+    if (s_.info) s_.info(describe_client_auth(*s_.cfg, auth));
     for (unsigned i = 0; i < a_.conns; ++i) {
       auto c = std::make_unique<ClientConn>();
       c->id = i;
@@ -527,6 +561,8 @@ bool BenchClient::connect(std::string& error, bool& unavailable) {
       c->msgr = Messenger::create(stack_, {entity_type::client, -1}, s_.options);
       if (!attach_fallback(s_, *c->msgr, fallback_, error)) return false;
       c->msgr->set_policy(entity_type::osd, policy);
+      if (auth.name) c->msgr->set_auth_name(*auth.name);
+      c->msgr->set_client_auth(auth.auth);
       c->msgr->add_dispatcher_tail(c->dispatcher.get());
       c->msgr->start();
       conns_.push_back(std::move(c));
@@ -541,7 +577,19 @@ bool BenchClient::connect(std::string& error, bool& unavailable) {
   for (;;) {
     const auto ready = static_cast<unsigned>(
         std::count_if(conns_.begin(), conns_.end(), [](const auto& c) { return c->ready.load(); }));
-    if (ready == conns_.size()) return true;
+    if (ready == conns_.size()) return check_sessions(error);
+    // A refused authentication does not get better with time: end the run
+    // with the reason (the key is wrong, missing, or the peer asks for a
+    // method or mode we do not offer).
+    for (auto& c : conns_) {
+      if (c->ready.load() || !c->con) continue;
+      const Connection::FaultInfo f = c->con->last_fault();
+      if (f.code == make_error_code(errc::auth_failed) || f.code == make_error_code(errc::auth_unsupported) ||
+          f.code == make_error_code(errc::bad_signature)) {
+        error = fmt::format("authentication with {} failed: {}", target_.to_string(), f.reason);
+        return false;
+      }
+    }
     // A lossy session that faulted before READY is gone: dial again.
     for (auto& c : conns_) {
       if (!c->ready.load() && c->dead.exchange(false)) {
@@ -562,6 +610,22 @@ bool BenchClient::connect(std::string& error, bool& unavailable) {
     }
     cv_.wait_for(l, std::chrono::milliseconds(100));
   }
+}
+
+bool BenchClient::check_sessions(std::string& error) {
+  sessions_.clear();
+  for (auto& c : conns_) sessions_.push_back(session_auth(c->con->auth_info()));
+  if (s_.require_con_mode.empty()) return true;
+  for (std::size_t i = 0; i < sessions_.size(); ++i) {
+    if (sessions_[i].con_mode == s_.require_con_mode) continue;
+    error = fmt::format("{} mode was asked for, but connection {} negotiated {} mode with auth {}{}",
+                        s_.require_con_mode, i, sessions_[i].con_mode, sessions_[i].method,
+                        s_.require_con_mode == "secure" && sessions_[i].method != "cephx"
+                            ? " (secure mode needs cephx: give the keyring with -k/--keyring)"
+                            : "");
+    return false;
+  }
+  return true;
 }
 
 void BenchClient::stop() {
@@ -1056,12 +1120,14 @@ RunOutcome run_loopback(const RunSetup& s) {
     s.info(fmt::format("loopback over {} ({}): server {} ({} threads), {} client connection(s)",
                        s.ms_type.to_string(), ms_type_origin(s),
                        target.to_string(), server_tids->size(), s.args.conns));
+  if (s.info) s.info("server " + server.auth);
   {
     Messenger* server_msgr = server.msgr.get();
     BenchClient client(s, target, [server_tids] { return process_cpu() - threads_cpu(*server_tids); },
                        [server_msgr] { return server_msgr->stats(); }, server.stack.get());
     if (!client.connect(out.error, out.unavailable)) return out;
     Result r = client.run();
+    r.sessions = client.sessions();
     // Both stacks of this process, summed (async+rdma only; empty for TCP).
     r.stack_counters = client.counters();
     for (const auto& [name, value] : stack_counters(*server.stack)) r.stack_counters[name] += value;
@@ -1097,6 +1163,7 @@ RunOutcome run_client(const RunSetup& s) {
   BenchClient client(s, *target, [] { return process_cpu(); });
   if (!client.connect(out.error, out.unavailable)) return out;
   Result r = client.run();
+  r.sessions = client.sessions();
   r.stack_counters = client.counters();
   keep_perf_delta(s, perf0, r);
   keep_description(out.result, std::move(r));
@@ -1116,6 +1183,7 @@ RunOutcome run_server(const RunSetup& s) {
     s.info(fmt::format("server listening on {} over {} ({}); {}", server.msgr->get_myaddrs().to_string(),
                        s.ms_type.to_string(), ms_type_origin(s),
                        s.args.once ? "exits after the first client run" : "stop with Ctrl-C"));
+  if (s.info) s.info("server " + server.auth);
   // The admin socket (admin_socket; empty: none), as a daemon's: `ceph
   // --admin-daemon PATH messenger dump` shows the server's connections.
   std::string admin_error;
@@ -1147,6 +1215,7 @@ RunOutcome run_server(const RunSetup& s) {
   r.server_cpu = to_side(process_cpu() - cpu0);
   r.config["clients_accepted"] = std::to_string(server.logic->accepts());
   r.config["client_runs"] = std::to_string(server.logic->runs_done());
+  r.sessions = server.logic->sessions();
   r.stack_counters = stack_counters(*server.stack);
   note_polling(s, server.stack.get(), r);
   admin.reset();  // before the messenger it shows goes away

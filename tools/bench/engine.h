@@ -24,6 +24,9 @@ struct RunSetup {
   // Empty: taken from cfg.
   std::string ms_type_origin;
   MessengerOptions options;
+  // "crc" or "secure": every connection must negotiate this mode, or the
+  // run fails before the load starts (compare --modes). "": any.
+  std::string require_con_mode;
   // Informational lines (the caller decides where they go; may be empty).
   std::function<void(const std::string&)> info;
   // The live progress line (called once a second; "" clears it). May be empty.

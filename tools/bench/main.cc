@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -142,9 +143,12 @@ int run(int argc, char** argv) {
   if (!a.target.empty() && !parse_target(a.target, error)) return usage_error(error);
   if (!a.bind.empty() && !parse_bind(a.bind, error)) return usage_error(error);
   if (a.mode == Mode::compare)
-    for (const auto& o : req.cli_overrides)
+    for (const auto& o : req.cli_overrides) {
       if (o.option == compat::Opt::ms_type)
         return usage_error("compare takes the stacks from --ms-types; drop --ms-type");
+      if (!a.con_modes.empty() && (o.option == compat::Opt::ms_client_mode || o.option == compat::Opt::ms_service_mode))
+        return usage_error(fmt::format("--modes sets ms_client_mode and ms_service_mode for each run; drop {}", o.arg));
+    }
 
   compat::Diagnostics load_diags;
   const compat::Config cfg = compat::Config::load(req, load_diags);
@@ -200,14 +204,43 @@ int run(int argc, char** argv) {
       if (!parsed_type) return usage_error(fmt::format("--ms-types: {}", why));
       stacks.push_back(*parsed_type);
     }
+    // --modes: one configuration per connection mode, both ends set to it
+    // (as --set ms_client_mode=M --set ms_service_mode=M would).
+    std::vector<std::string> modes = a.con_modes.empty() ? std::vector<std::string>{""} : a.con_modes;
+    std::list<compat::Config> mode_cfgs;
+    for (const std::string& m : modes) {
+      if (m.empty()) {
+        mode_cfgs.push_back(cfg);
+        continue;
+      }
+      compat::ConfigRequest r = req;
+      r.cli_overrides.push_back({compat::Opt::ms_client_mode, m, "--modes " + m});
+      r.cli_overrides.push_back({compat::Opt::ms_service_mode, m, "--modes " + m});
+      compat::Diagnostics d;
+      mode_cfgs.push_back(compat::Config::load(r, d));
+      if (d.has_errors()) return usage_error("invalid configuration:\n" + d.to_string(compat::Severity::error));
+    }
+    struct Planned {
+      compat::MsType type;
+      std::string con_mode;
+    };
+    std::vector<Planned> plan;
     std::vector<RunOutcome> outcomes;
     for (const auto& t : stacks) {
-      RunSetup s = setup;
-      s.ms_type = t;
-      s.ms_type_origin = "--ms-types";
-      outcomes.push_back(run_loopback(s));
-      if (!outcomes.back().ran && setup.info)
-        setup.info(fmt::format("{}: {}", t.to_string(), outcomes.back().error));
+      auto mode_cfg = mode_cfgs.begin();
+      for (const std::string& m : modes) {
+        RunSetup s = setup;
+        s.cfg = &*mode_cfg++;
+        s.options = bench::messenger_options(*s.cfg);
+        s.ms_type = t;
+        s.ms_type_origin = "--ms-types";
+        s.require_con_mode = m;
+        plan.push_back({t, m});
+        outcomes.push_back(run_loopback(s));
+        if (!outcomes.back().ran && setup.info)
+          setup.info(fmt::format("{}{}: {}", t.to_string(), m.empty() ? "" : " " + m, outcomes.back().error));
+        if (stop_requested()) break;
+      }
       if (stop_requested()) break;
     }
     std::vector<CompareEntry> entries;
@@ -215,7 +248,7 @@ int run(int argc, char** argv) {
     bool any = false;
     for (std::size_t i = 0; i < outcomes.size(); ++i) {
       const RunOutcome& o = outcomes[i];
-      entries.push_back({stacks[i].to_string(), o.ran, &o.result, o.error});
+      entries.push_back({plan[i].type.to_string(), plan[i].con_mode, o.ran, &o.result, o.error});
       if (o.ran) {
         any = true;
         code = std::max(code, o.exit_code());

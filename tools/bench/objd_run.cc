@@ -18,6 +18,7 @@
 #include "msgr/api/messenger.h"
 #include "msgr/mon/mon_client.h"
 #include "msgr/transport/transport.h"
+#include "tools/bench/auth.h"
 #include "tools/bench/cpu.h"
 #include "tools/bench/perf_delta.h"
 #include "tools/bench/stack.h"
@@ -90,16 +91,12 @@ class Driver {
       // OSD ticket as the authorizer (docs/security.md 5d). Without, the
       // daemon holds a keyring and no monitor, and cephx is the key-based
       // exchange (5b).
-      ClientAuth auth = compat::client_auth(*s_.cfg);
-      const bool cephx =
-          std::find(auth.methods.begin(), auth.methods.end(), proto::kAuthMethodCephx) != auth.methods.end();
-      const auto auth_name = proto::EntityName::parse(s_.cfg->name().to_string());
       const std::string mon_host = s_.cfg->get<compat::Opt::mon_host>();
-      if (cephx && !mon_host.empty()) {
-        if (!connect_mon(mon_host, auth, auth_name, error)) return false;
-      } else {
-        auth.key_based_everywhere = cephx;
-      }
+      const BenchClientAuth ba = bench_client_auth(*s_.cfg, mon_host.empty());
+      const ClientAuth& auth = ba.auth;
+      const bool cephx = ba.cephx;
+      const auto& auth_name = ba.name;
+      if (cephx && !mon_host.empty() && !connect_mon(mon_host, auth, auth_name, error)) return false;
       if (s_.info)
         s_.info(fmt::format("authenticating as {} with {}", s_.cfg->name().to_string(),
                             !cephx                      ? std::string("auth none")
@@ -361,6 +358,11 @@ class Driver {
     return true;
   }
 
+  std::vector<SessionAuth> sessions() const {
+    std::vector<SessionAuth> out;
+    for (const auto& c : conns_) out.push_back(session_auth(c.con->auth_info()));
+    return out;
+  }
   std::uint64_t errors() const { return errors_; }
   const VerifyCounts& verified() const { return verified_; }
   std::vector<std::string> notes() const { return notes_; }
@@ -471,6 +473,7 @@ RunOutcome run_objd(const RunSetup& s) {
     d.shutdown();
     return out;
   }
+  r.sessions = d.sessions();
   const CpuTimes cpu0 = process_cpu();
   const auto t0 = Clock::now();
   for (OpCode op : {OpCode::put, OpCode::stat, OpCode::get, OpCode::remove}) {

@@ -64,6 +64,23 @@ std::string json_quote(std::string_view s) {
   return out + '"';
 }
 
+SessionAuth Result::auth_summary() const {
+  if (sessions.empty()) return {};
+  SessionAuth s = sessions.front();
+  for (const SessionAuth& x : sessions) {
+    if (x.method != s.method) s.method = "mixed";
+    if (x.con_mode != s.con_mode) s.con_mode = "mixed";
+  }
+  return s;
+}
+
+namespace {
+std::string auth_cell(const Result& r) {
+  const SessionAuth a = r.auth_summary();
+  return a.method.empty() ? std::string("-") : fmt::format("{} / {}", a.method, a.con_mode);
+}
+}  // namespace
+
 void write_table(std::ostream& os, const Result& r) {
   if (r.mode == "server") {
     fmt::print(os, "siphon-bench server ({}), {:.2f} s served\n", r.ms_type, r.seconds);
@@ -72,6 +89,7 @@ void write_table(std::ostream& os, const Result& r) {
     fmt::print(os, "  {:<22}{:>14.2f}\n", "server CPU s", r.server_cpu.total());
     fmt::print(os, "  {:<22}{:>14.2f}\n", "CPU µs/request", r.cpu_us_per_msg());
     fmt::print(os, "  {:<22}{:>14}\n", "bad requests", r.errors);
+    if (!r.sessions.empty()) fmt::print(os, "  {:<22}{:>14}\n", "auth / mode", auth_cell(r));
     return;
   }
   fmt::print(os, "siphon-bench {} ({}, {}), {:.2f} s measured\n", r.mode, r.ms_type, r.pattern, r.seconds);
@@ -97,6 +115,7 @@ void write_table(std::ostream& os, const Result& r) {
   }
   fmt::print(os, "  {:<22}{:>14}\n", "errors", r.errors);
   fmt::print(os, "  {:<22}{:>14}\n", "faults / reconnects", fmt::format("{} / {}", r.faults, r.reconnects));
+  if (!r.sessions.empty()) fmt::print(os, "  {:<22}{:>14}\n", "auth / mode", auth_cell(r));
   if (r.fallback_switches != 0 || r.primary_switches != 0)
     fmt::print(os, "  {:<22}{:>14}\n", "failover / back", fmt::format("{} / {}", r.fallback_switches, r.primary_switches));
   if (r.crc_errors != 0) fmt::print(os, "  {:<22}{:>14}\n", "frames with bad CRC", r.crc_errors);
@@ -139,6 +158,11 @@ void write_compare_table(std::ostream& os, const std::vector<CompareEntry>& runs
   fmt::print(os, "  {:<22}", "ms_type");
   for (const CompareEntry& e : runs) fmt::print(os, "{:>{}}", e.ms_type, kW);
   fmt::print(os, "\n");
+  if (std::any_of(runs.begin(), runs.end(), [](const CompareEntry& e) { return !e.con_mode.empty(); })) {
+    fmt::print(os, "  {:<22}", "mode asked");
+    for (const CompareEntry& e : runs) fmt::print(os, "{:>{}}", e.con_mode.empty() ? "-" : e.con_mode, kW);
+    fmt::print(os, "\n");
+  }
   row("seconds", [](const Result& r) { return fmt::format("{:.2f}", r.seconds); });
   row("messages", [](const Result& r) { return fmt::format("{}", r.messages); });
   row("msgs/s", [](const Result& r) { return fmt::format("{:.0f}", r.msgs_per_s()); });
@@ -152,6 +176,7 @@ void write_compare_table(std::ostream& os, const std::vector<CompareEntry>& runs
   row("CPU µs/msg", [](const Result& r) { return fmt::format("{:.2f}", r.cpu_us_per_msg()); });
   row("errors", [](const Result& r) { return fmt::format("{}", r.errors); });
   row("faults / reconnects", [](const Result& r) { return fmt::format("{} / {}", r.faults, r.reconnects); });
+  row("auth / mode", [](const Result& r) { return auth_cell(r); });
   bool verify = false;
   for (const CompareEntry& e : runs) verify = verify || (e.ran && e.result->verify);
   if (verify) {
@@ -161,7 +186,8 @@ void write_compare_table(std::ostream& os, const std::vector<CompareEntry>& runs
     row("verify corrupted", [](const Result& r) { return fmt::format("{}", r.verified.corrupted); });
   }
   for (const CompareEntry& e : runs)
-    if (!e.ran) fmt::print(os, "  {}: not run: {}\n", e.ms_type, e.error);
+    if (!e.ran)
+      fmt::print(os, "  {}{}: not run: {}\n", e.ms_type, e.con_mode.empty() ? "" : " " + e.con_mode, e.error);
 }
 
 void write_compare_json(std::ostream& os, const std::vector<CompareEntry>& runs) {
@@ -238,6 +264,18 @@ void write_json(std::ostream& os, const Result& r) {
       first = false;
     }
     os << ']';
+  }
+  if (!r.sessions.empty()) {
+    const SessionAuth sum = r.auth_summary();
+    os << ",\"auth\":{\"method\":" << json_quote(sum.method) << ",\"con_mode\":" << json_quote(sum.con_mode)
+       << ",\"connections\":[";
+    first = true;
+    for (const SessionAuth& x : r.sessions) {
+      os << (first ? "" : ",") << "{\"method\":" << json_quote(x.method) << ",\"con_mode\":" << json_quote(x.con_mode)
+         << '}';
+      first = false;
+    }
+    os << "]}";
   }
   if (r.verify) {
     const VerifyCounts& v = r.verified;

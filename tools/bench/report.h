@@ -71,6 +71,14 @@ struct PerfDeltaEntry {
   std::uint64_t count = 0;
 };
 
+// How one connection authenticated, read from its session
+// (Connection::auth_info once READY): "none"/"cephx", "crc"/"secure".
+struct SessionAuth {
+  std::string method;
+  std::string con_mode;
+  bool operator==(const SessionAuth&) const = default;
+};
+
 struct Result {
   // Configuration as run (flags and the effective messenger options).
   std::string mode;            // loopback | client | server
@@ -109,6 +117,12 @@ struct Result {
   std::vector<PerfDeltaEntry> perf_delta;
   // objd mode: each phase (the totals above cover them all).
   std::vector<PhaseResult> phases;
+  // What each connection negotiated (client side: one per connection, in
+  // order; server mode: one per session accepted). Empty: not recorded.
+  std::vector<SessionAuth> sessions;
+  // The one method/mode every connection negotiated, or "mixed" ("" when
+  // `sessions` is empty).
+  SessionAuth auth_summary() const;
 
   double msgs_per_s() const noexcept { return seconds > 0 ? static_cast<double>(messages) / seconds : 0; }
   double mib_per_s() const noexcept {
@@ -127,11 +141,13 @@ void write_table(std::ostream& os, const Result& r);
 // could not be created has ran = false and says why in `error`.
 struct CompareEntry {
   std::string ms_type;
+  std::string con_mode;  // --modes: the mode asked for ("" without --modes)
   bool ran = false;
   const Result* result = nullptr;  // always set (configuration; measurements when ran)
   std::string error;
 };
-// One table, a column per stack; unavailable stacks are listed with the reason.
+// One table, a column per stack (per stack and mode with --modes);
+// unavailable stacks are listed with the reason.
 void write_compare_table(std::ostream& os, const std::vector<CompareEntry>& runs);
 // A JSON array of siphon-bench documents; an unavailable stack's document has
 // "results": null and "error".

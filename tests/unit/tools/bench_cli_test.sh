@@ -47,6 +47,36 @@ server_addr() {
   return 1
 }
 
+# keyrings KEYDIR: the bench's key (client.bench), a wrong key for the same
+# entity, mode 600 as Ceph wants them.
+keyrings() {
+  printf '[client.bench]\n\tkey = AQAA8VNlAAAAABAAoKGio6SlpqeoqaqrrK2urw==\n' >"$tmp/bench.keyring"
+  printf '[client.bench]\n\tkey = AQAA8VNlAAAAABAAABEiM0RVZneImaq7zN3u/w==\n' >"$tmp/wrong.keyring"
+  chmod 600 "$tmp"/*.keyring
+}
+# Secure mode end to end (issue 15 item 7): cephx from the keyring on both
+# sides, secure mode asked for on both, --verify clean, and the JSON saying
+# what the session negotiated.
+secure_loopback() {  # MS_TYPE
+  keyrings
+  run s loopback --ms-type "$1" -n client.bench -k "$tmp/bench.keyring" --set auth_client_required=cephx \
+    --set auth_service_required=cephx --set ms_client_mode=secure --set ms_service_mode=secure \
+    --count 3000 --size 16K --verify --json "$tmp/s.json"
+  expect_status 0
+  validate "$tmp/s.json"
+  expect_in "$tmp/s.err" "authenticating as client\.bench with cephx \(keyring $tmp/bench\.keyring\), offering mode secure"
+  expect_in "$tmp/s.err" 'server auth from clients cephx \(modes secure\)'
+  expect_in "$tmp/s.out" 'auth / mode +cephx / secure'
+  expect_json "$tmp/s.json" 'd["results"]["auth"] == {"method": "cephx", "con_mode": "secure", "connections": [{"method": "cephx", "con_mode": "secure"}]}'
+  expect_json "$tmp/s.json" 'd["results"]["verify"]["checked"] == 3000 and d["results"]["verify"]["corrupted"] == 0 and d["results"]["verify"]["lost"] == 0'
+  expect_json "$tmp/s.json" 'd["results"]["errors"] == 0 and d["results"]["messenger"]["faults"] == 0'
+  # Left at Ceph's defaults (modes "crc secure" both sides) the same
+  # keyring negotiates crc: the report reads the session, not the options.
+  run c loopback --ms-type "$1" -n client.bench -k "$tmp/bench.keyring" --count 200 --verify --json "$tmp/c.json"
+  expect_status 0
+  expect_json "$tmp/c.json" 'd["results"]["auth"]["method"] == "cephx" and d["results"]["auth"]["con_mode"] == "crc"'
+}
+
 case "$case_name" in
 
 no_config)
@@ -354,6 +384,75 @@ json_schema)
   ! python3 "$checker" "$schema" "$tmp/bad.json" >/dev/null || fail "the validator accepted a broken document"
   ;;
 
+secure_posix)
+  secure_loopback async+posix
+  ;;
+
+secure_rdma)
+  secure_loopback async+rdma
+  ;;
+
+compare_modes)
+  # One command, a column per stack and mode; each row's session negotiated
+  # the mode its column names.
+  keyrings
+  run c compare --ms-types async+posix,async+rdma --modes crc,secure -n client.bench -k "$tmp/bench.keyring" \
+    --set auth_client_required=cephx --set auth_service_required=cephx --count 500 --size 4K --verify \
+    --json "$tmp/c.json"
+  expect_status 0
+  validate "$tmp/c.json"
+  expect_in "$tmp/c.out" 'ms_type +async\+posix +async\+posix +async\+rdma +async\+rdma'
+  expect_in "$tmp/c.out" 'mode asked +crc +secure +crc +secure'
+  expect_in "$tmp/c.out" 'auth / mode +cephx / crc +cephx / secure +cephx / crc +cephx / secure'
+  expect_json "$tmp/c.json" '[(x["ms_type"], x["results"]["auth"]["con_mode"]) for x in d] == [("async+posix", "crc"), ("async+posix", "secure"), ("async+rdma", "crc"), ("async+rdma", "secure")]'
+  expect_json "$tmp/c.json" 'all(x["results"]["verify"]["checked"] == 500 and x["results"]["verify"]["corrupted"] == 0 for x in d)'
+  expect_json "$tmp/c.json" '[x["options"]["ms_client_mode"] for x in d] == ["crc", "secure", "crc", "secure"]'
+  # Secure mode without a key cannot be had: that column fails with the
+  # reason, the crc one still runs, and the exit status says it failed.
+  run n compare --ms-types async+posix --modes crc,secure -n client.bench -k "$tmp/missing.keyring" --count 100
+  expect_status 1
+  expect_in "$tmp/n.out" 'async\+posix secure: not run: secure mode was asked for, but connection 0 negotiated crc mode with auth none \(secure mode needs cephx: give the keyring with -k/--keyring\)'
+  expect_in "$tmp/n.out" 'auth / mode +none / crc +-'
+  ;;
+
+auth_refused)
+  # A bench server requiring cephx, in another process; clients with a
+  # wrong key and with none are refused at once, naming the cause, exit 1.
+  keyrings
+  (cd "$tmp" && exec env -u CEPH_CONF -u CEPH_ARGS HOME="$tmp" "$bench" server --ms-type async+posix --bind 127.0.0.1 \
+     -n client.bench -k "$tmp/bench.keyring" --set auth_service_required=cephx --duration 60 \
+     --json "$tmp/server.json") >"$tmp/server.out" 2>"$tmp/server.err" &
+  server_pid=$!
+  cleanups+=("kill $server_pid")
+  addr=$(server_addr "$tmp/server.err") || fail "the server did not report its address"
+  expect_in "$tmp/server.err" "server auth from clients cephx \(modes crc secure\).*cephx keys of 1 entity from keyring $tmp/bench\.keyring"
+  run wrong client --ms-type async+posix --target "$addr" -n client.bench -k "$tmp/wrong.keyring" --count 10 \
+    --connect-timeout 30
+  expect_status 1
+  expect_in "$tmp/wrong.err" "authentication with [^ ]+ failed: the osd refused the cephx key of client\.bench from keyring $tmp/wrong\.keyring \(EACCES\)"
+  # No keyring: cephx is dropped on the client (auth_client_required's
+  # default also lists none), and the server allows cephx only.
+  run nokey client --ms-type async+posix --target "$addr" -n client.bench -k "$tmp/missing.keyring" --count 10 \
+    --connect-timeout 30
+  expect_status 1
+  expect_in "$tmp/nokey.err" "authentication with [^ ]+ failed: peer rejected auth method none.*cephx needs a key for client\.bench: no keyring found at $tmp/missing\.keyring"
+  # Requiring cephx with no key is refused before connecting.
+  run nomethod client --ms-type async+posix --target "$addr" -n client.bench -k "$tmp/missing.keyring" \
+    --set auth_client_required=cephx --count 10
+  expect_status 1
+  expect_in "$tmp/nomethod.err" "no authentication method left for client\.bench: auth_client_required = cephx.*give the keyring with -k/--keyring"
+  # The right key still gets in (the refusals did not wedge the server).
+  run ok client --ms-type async+posix --target "$addr" -n client.bench -k "$tmp/bench.keyring" --count 100 --verify \
+    --json "$tmp/ok.json"
+  expect_status 0
+  expect_json "$tmp/ok.json" 'd["results"]["auth"]["method"] == "cephx"'
+  # A server told to require cephx without any keyring refuses to start.
+  run srvnokey loopback --ms-type async+posix -n client.bench -k "$tmp/missing.keyring" \
+    --set auth_service_required=cephx --count 10
+  expect_status 1
+  expect_in "$tmp/srvnokey.err" "auth_service_required = cephx .*no keyring was found"
+  ;;
+
 bad_flags)
   # Every bad invocation: exit 2, one clear sentence, never a crash.
   check() {  # EXPECTED-REGEX ARGS...
@@ -388,6 +487,12 @@ bad_flags)
   check "compare mode needs --ms-types" compare
   check "--ms-types: 'tcp' is not a messenger type" compare --ms-types async+posix,tcp
   check "compare takes the stacks from --ms-types" compare --ms-types async+posix --ms-type async+posix
+  check "--modes expects connection modes crc and/or secure, comma-separated \(e.g. crc,secure\), got 'fast'" \
+    compare --ms-types async+posix --modes crc,fast
+  check "--modes lists crc twice" compare --ms-types async+posix --modes crc,crc
+  check "--modes does not apply to loopback mode" loopback --modes crc
+  check "--modes sets ms_client_mode and ms_service_mode for each run; drop --ms_client_mode=crc" \
+    compare --ms-types async+posix --modes secure --set ms_client_mode=crc
   check "ms_type = tcp: 'tcp' is not a messenger type" loopback --ms-type tcp
   check "--set: 'nonsense' is not an option" loopback --set nonsense=1
   check "--set 'ms_async_op_threads': expected KEY=VALUE" loopback --set ms_async_op_threads
