@@ -6,12 +6,15 @@
 #   tools/bench/baselines.sh [--bench PATH] [--seconds N] [--runs N] [--pin none|same|split]
 #                            [--ceph-conf FILE [--ceph-pool POOL] [--rados-only]]
 #
-#   throughput  iperf3, one TCP stream (128 KiB and 1 MiB writes)
-#               vs siphon-bench client --pattern sink --conns 1 (128 KiB, 1 MiB)
+#   throughput  iperf3, one TCP stream (128 KiB, 1 MiB and 4 MiB writes)
+#               vs siphon-bench client --pattern sink --conns 1 (128 KiB, 1 MiB, 4 MiB)
 #   latency     sockperf ping-pong over TCP (64 B and 4 KiB)
 #               vs siphon-bench client --pattern echo --conns 1 --inflight 1
 #   ucx         ucx_perftest tag_lat over TCP (UCX_TLS=tcp), 4000 x --seconds iterations,
-#               only if installed (README's test command installs ucx-utils)
+#               and ucp_am_bw at 4 KiB (one-way message rate, 64 outstanding
+#               sends) vs siphon-bench client --pattern sink --size 4096
+#               --inflight 64 (msgs/s); only if installed (README's test
+#               command installs ucx-utils)
 #   rados       with --ceph-conf (a cluster is available): rados bench vs
 #               siphon-bench rados, -t 16, 4 KiB and 4 MiB, write and seq, on
 #               POOL (default bench) through tools/bench/rados_side_by_side.py:
@@ -128,7 +131,7 @@ EOF
 }
 
 # siphon_run KEY ARGS...: server + client, prints the client JSON's KEY
-# ("gbit" | "rtt": "p50 p99 avg" in µs).
+# ("gbit" | "rate": msgs/s | "rtt": "p50 p99 avg" in µs).
 siphon_run() {
   local key=$1
   shift
@@ -160,6 +163,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))["results"]
 if sys.argv[2] == "gbit":
     print(r["gbit_per_s"])
+elif sys.argv[2] == "rate":
+    print(r["msgs_per_s"])
 else:
     l = r["latency_ns"]
     print(l["percentiles"]["p50"] / 1000, l["percentiles"]["p99"] / 1000, l["mean"] / 1000)
@@ -185,6 +190,27 @@ rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] == ["Final:"]]
 if rows:
     r = rows[-1]
     print(2 * float(r[2]), 2 * float(r[4]))
+EOF
+}
+
+ucx_am_rate() {  # MESSAGE_SIZE -> one-way messages/s (ucp_am_bw, 64 outstanding), or nothing
+  local port out
+  port=$(free_port)
+  UCX_TLS=tcp UCX_NET_DEVICES=lo $(server_cpu) ucx_perftest -p "$port" >"$tmp/ucx-server.log" 2>&1 &
+  local upid=$!
+  sleep 1
+  out="$tmp/ucx.log"
+  UCX_TLS=tcp UCX_NET_DEVICES=lo $(client_cpu) ucx_perftest 127.0.0.1 -p "$port" -t ucp_am_bw -s "$1" -O 64 \
+    -n $((60000 * seconds)) -w $((6000 * seconds)) >"$out" 2>&1 || true
+  kill "$upid" 2>/dev/null || true
+  wait "$upid" 2>/dev/null || true
+  # "Final: ITERATIONS LAT_TYPICAL LAT_AVG LAT_OVERALL MB/s_AVG MB/s_OVERALL
+  # MSGS/s_AVG MSGS/s_OVERALL": the overall message rate.
+  python3 - "$out" <<'EOF'
+import sys
+rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] == ["Final:"]]
+if rows and len(rows[-1]) >= 9:
+    print(float(rows[-1][8]))
 EOF
 }
 
@@ -225,7 +251,7 @@ echo
 echo "| workload | baseline | baseline | siphon-bench | siphon-bench / baseline |"
 echo "|---|---|---|---|---|"
 tcp_rows() {
-for size in 128K 1M; do
+for size in 128K 1M 4M; do
   base=$(repeat "$runs" iperf3_gbit "$size")
   sb=$(repeat "$runs" siphon_run gbit --pattern sink --size "$size" --conns 1)
   echo "| one stream, $size writes / messages | iperf3 | $(num "$base" 2) Gbit/s | $(num "$sb" 2) Gbit/s | $(ratio "$sb" "$base") |"
@@ -246,6 +272,13 @@ if command -v ucx_perftest >/dev/null; then
     read -r sp50 sp99 savg <<<"$(repeat "$runs" siphon_run rtt --pattern echo --size "$size" --conns 1 --inflight 1)"
     echo "| ping-pong $size B, round trip p50 | ucx_perftest tag_lat (UCX_TLS=tcp) | $(num "$up50" 1) µs | $(num "${sp50:-}" 1) µs | $(ratio "${sp50:-}" "$up50") |"
   done
+  urate=$(repeat "$runs" ucx_am_rate 4096)
+  if [ -z "${urate:-}" ]; then
+    echo "| one-way 4 KiB messages, 64 in flight | ucx_perftest ucp_am_bw (UCX_TLS=tcp) | no result: $(tail -n1 "$tmp/ucx.log") | | |"
+  else
+    srate=$(repeat "$runs" siphon_run rate --pattern sink --size 4096 --conns 1 --inflight 64)
+    echo "| one-way 4 KiB messages, 64 in flight | ucx_perftest ucp_am_bw (UCX_TLS=tcp) | $(num "$urate" 0) msgs/s | $(num "${srate:-}" 0) msgs/s | $(ratio "${srate:-}" "$urate") |"
+  fi
 else
   echo
   echo "ucx_perftest: not installed, UCX row skipped (Debian package ucx-utils)."

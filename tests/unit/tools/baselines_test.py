@@ -28,12 +28,14 @@ NUM = r"[0-9]+(?:\.[0-9]+)?"
 expected = [
     ("one stream, 128K writes / messages", "iperf3", "Gbit/s"),
     ("one stream, 1M writes / messages", "iperf3", "Gbit/s"),
+    ("one stream, 4M writes / messages", "iperf3", "Gbit/s"),
     ("ping-pong 64 B, round trip p50", "sockperf", "µs"),
     ("ping-pong 64 B, round trip p99", "sockperf", "µs"),
     ("ping-pong 4096 B, round trip p50", "sockperf", "µs"),
     ("ping-pong 4096 B, round trip p99", "sockperf", "µs"),
     ("ping-pong 64 B, round trip p50", "ucx_perftest tag_lat (UCX_TLS=tcp)", "µs"),
     ("ping-pong 4096 B, round trip p50", "ucx_perftest tag_lat (UCX_TLS=tcp)", "µs"),
+    ("one-way 4 KiB messages, 64 in flight", "ucx_perftest ucp_am_bw (UCX_TLS=tcp)", "msgs/s"),
 ]
 for workload, tool, unit in expected:
     row = re.compile(rf"^\| {re.escape(workload)} \| {re.escape(tool)} \| {NUM} {unit} \| {NUM} {unit} \| {NUM} \|$",
