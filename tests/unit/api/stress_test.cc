@@ -146,7 +146,7 @@ TEST(Stress, Lossless200kUnderInjectedSocketFailures) {
 // every message intact, once and in order; no held buffer is left behind.
 TEST(Stress, LosslessZeroCopyUnderInjectedSocketFailures) {
   transport::TcpOptions o = test_stack_options(1);
-  o.common.inject.socket_failures = fault_every(200);
+  o.common.inject.socket_failures = fault_every(40);
   o.common.inject.seed = 7;
   o.zerocopy_threshold = 4096;
   o.zerocopy_check_copies = false;
