@@ -1,5 +1,5 @@
 // MSG_ZEROCOPY sends of the TCP stack (siphon_ms_tcp_zerocopy_threshold,
-// docs/transport.md §5): frames intact and in order, buffers released only
+// docs/transport.md §3): frames intact and in order, buffers released only
 // after the kernel's completion, the "copied, so switch off" rule (loopback
 // always copies), a socket closed with sends outstanding, the option off and
 // a kernel that refuses SO_ZEROCOPY.
