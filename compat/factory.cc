@@ -112,6 +112,8 @@ transport::TcpOptions tcp_options(const Config& c) {
   t.tcp_keepalive = c.get<Opt::ms_tcp_keepalive>();
   t.tcp_read_chunk = c.get<Opt::ms_tcp_read_chunk>();
   t.busy_poll = std::chrono::microseconds(c.get<Opt::ms_tcp_busy_poll_us>());
+  t.zerocopy_threshold = c.get<Opt::siphon_ms_tcp_zerocopy_threshold>();
+  t.zerocopy_check_copies = c.get<Opt::siphon_ms_tcp_zerocopy_check_copies>();
   return t;
 }
 

@@ -78,6 +78,21 @@ struct TcpOptions {
   // for this long before it sleeps, so a message arriving meanwhile costs no
   // wake-up. Spends up to one CPU per worker while traffic flows.
   std::chrono::microseconds busy_poll{0};
+  // siphon_ms_tcp_zerocopy_threshold (Siphon extension, default 64 KiB, 0 =
+  // off): a write batch that carries a frame with a segment of at least this
+  // many bytes is sent with MSG_ZEROCOPY (SO_ZEROCOPY is set on every socket
+  // while this is non-zero). The batch's buffers are held until the kernel's
+  // completion notification covers every sendmsg() of the batch. A
+  // connection stops using it once the kernel reports that it copied anyway
+  // (loopback, devices without scatter-gather): docs/transport.md §3,
+  // "Zero-copy sends". Default 64 KiB: the kernel document puts the break-even
+  // around 10 KB; at 64 KiB a send pins 16+ pages per notification, and the
+  // 4 KiB-message workloads never qualify.
+  std::size_t zerocopy_threshold = 64u << 10;
+  // siphon_ms_tcp_zerocopy_check_copies (Siphon extension, dev, default
+  // true): false keeps zero-copy on even when the kernel reports copies (to
+  // measure what it costs on loopback).
+  bool zerocopy_check_copies = true;
   // ms_bind_port_min / ms_bind_port_max (Ceph, default 6800 / 7568; Pacific
   // used 7300 as the maximum): listen() on port 0 takes the first free port
   // of this range.

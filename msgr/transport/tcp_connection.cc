@@ -62,11 +62,12 @@ TcpConnection::TcpConnection(std::shared_ptr<TcpWorker> worker, std::shared_ptr<
       serial_(shared_->next_serial.fetch_add(1, std::memory_order_relaxed)),
       state_(client ? State::connecting : State::idle),
       injector_(shared_->live_injection.get(), shared_->seed, serial_, &shared_->counters),
-      stream_(shared_->opts.common.frame_limits) {
+      stream_(shared_->opts.common.frame_limits),
+      zc_timer_(worker_->io()) {
   worker_->add_load();
 }
 
-TcpConnection::~TcpConnection() = default;
+TcpConnection::~TcpConnection() { zc_destroy(); }
 
 void TcpConnection::assert_on_worker() const noexcept { SIPHON_ASSERT_ON_WORKER(*worker_); }
 
@@ -152,6 +153,7 @@ void TcpConnection::start(ConnectionHandler& handler, const proto::Banner& mine)
   handler_ = &handler;
   stream_.set_mine(mine);
   state_ = State::banner;
+  setup_zerocopy();
   // Both sides send at once; nothing waits for the peer's banner.
   enqueue(proto::encode_banner(mine));
   schedule_flush();
@@ -228,8 +230,22 @@ void TcpConnection::shutdown() noexcept {
   if (state_ == State::closed) return;
   state_ = State::closed;
   handler_ = nullptr;
-  boost::system::error_code ignored;
-  socket_.close(ignored);  // cancels pending operations; their handlers see `closed`
+  if (zc_outstanding()) {
+    // The kernel may still read buffers of zero-copy sends: keep the socket
+    // (shut down) until it says it is done (tcp_zerocopy.cc).
+    try {
+      zc_linger();
+    } catch (...) {
+      // No memory for the wait: reset now, so the kernel lets go of the
+      // pages before the buffers are freed.
+      zc_abort_socket();
+      zc_release_all();
+      zc_finish_close();
+    }
+  } else {
+    boost::system::error_code ignored;
+    socket_.close(ignored);  // cancels pending operations; their handlers see `closed`
+  }
   try {
     delay_timer_.cancel();
   } catch (...) {
@@ -238,6 +254,7 @@ void TcpConnection::shutdown() noexcept {
   // Memory a pending operation may still use (the batch being written, the
   // segment being read into) is released when that operation completes.
   tx_queue_.clear();
+  tx_queue_zc_ = 0;
   held_.reset();
   stream_.reset();
   queued_bytes_ = 0;

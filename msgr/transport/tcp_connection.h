@@ -89,6 +89,11 @@ class TcpWorker final : public Worker {
   // construction (before they are registered), so that accepts in quick
   // succession see each other. Read from any thread by pick_worker().
   std::size_t load() const noexcept { return load_.load(std::memory_order_relaxed); }
+  // Bytes of sent buffers its connections hold for MSG_ZEROCOPY completions
+  // (closed connections still waiting for theirs included; worker thread
+  // only). Kept in the msgr_tcp_zerocopy_held_bytes gauge too.
+  std::uint64_t zerocopy_held_bytes() const noexcept { return zc_held_bytes_; }
+  void zerocopy_hold(std::uint64_t add, std::uint64_t drop) noexcept;
   void add_load() noexcept { load_.fetch_add(1, std::memory_order_relaxed); }
   void drop_load() noexcept { load_.fetch_sub(1, std::memory_order_relaxed); }
 
@@ -102,6 +107,7 @@ class TcpWorker final : public Worker {
   std::thread thread_;
   std::unordered_map<TcpConnection*, std::shared_ptr<TcpConnection>> conns_;
   std::atomic<std::size_t> load_{0};
+  std::uint64_t zc_held_bytes_ = 0;
 };
 
 // Per-connection counters (worker thread only; tests and debugging).
@@ -112,6 +118,15 @@ struct TcpConnectionStats {
   std::uint64_t bytes_received = 0;   // wire bytes read (banner included)
   std::uint64_t write_batches = 0;    // gathered writes issued
   std::uint64_t read_ops = 0;         // reads completed
+  // MSG_ZEROCOPY (siphon_ms_tcp_zerocopy_threshold).
+  std::uint64_t zc_sends = 0;         // sendmsg() calls made with MSG_ZEROCOPY that sent bytes
+  std::uint64_t zc_completed = 0;     // of them, covered by a completion notification
+  std::uint64_t zc_copied = 0;        // of those, reported copied by the kernel
+  std::uint64_t zc_fallbacks = 0;     // batches that qualified but were copied (ENOBUFS)
+  std::uint64_t zc_held_frames = 0;   // encoded frames held now for a completion
+  std::uint64_t zc_held_bytes = 0;    // their bytes
+  std::uint64_t zc_released_frames = 0;  // frames released after their completion
+  bool zc_on = false;                 // zero-copy used for qualifying batches now
 };
 
 class TcpConnection final : public Connection {
@@ -166,7 +181,7 @@ class TcpConnection final : public Connection {
   void shutdown() noexcept;
 
   // Data path (tcp_connection_datapath.cc).
-  void enqueue(BufferList&& wire);
+  void enqueue(BufferList&& wire, bool zerocopy = false);
   void schedule_flush();
   void write_from_send();
   void start_write();
@@ -189,6 +204,35 @@ class TcpConnection final : public Connection {
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void deliver_frames();
   void on_delay_done(const boost::system::error_code& ec);
+
+  // MSG_ZEROCOPY (tcp_zerocopy.cc).
+  // SO_ZEROCOPY on the socket when the option asks for it (setup).
+  void setup_zerocopy();
+  // The batch is done with (written, failed or cancelled): its buffers go
+  // to the hold of its zero-copy sends, if it made any, otherwise freed.
+  void retire_batch();
+  // A zero-copy sendmsg() of the current batch sent `n` bytes.
+  void zc_sent(std::size_t n);
+  // ENOBUFS on a zero-copy send: the rest of the batch is copied.
+  void zc_fallback();
+  // Reads every notification queued on the socket's error queue and
+  // releases the holds they complete; then waits for more while any are
+  // outstanding.
+  void zc_drain();
+  void zc_arm();
+  void zc_complete(std::uint32_t lo, std::uint32_t hi, bool copied);
+  void zc_progress();
+  bool zc_outstanding() const noexcept { return zc_head_ < zc_holds_.size() || zc_batch_open_; }
+  // shutdown() with zero-copy sends outstanding: the socket is shut down but
+  // kept open until their notifications arrive (bounded; then aborted).
+  void zc_linger();
+  void zc_linger_expired(const boost::system::error_code& ec);
+  void zc_finish_close() noexcept;
+  void zc_abort_socket() noexcept;
+  void zc_release_all() noexcept;
+  void zc_destroy() noexcept;
+  struct ZcHold;
+  void zc_release(ZcHold& h) noexcept;
 
   // Declared first so that the io_context outlives the socket and timer.
   std::shared_ptr<TcpWorker> worker_;
@@ -231,7 +275,38 @@ class TcpConnection final : public Connection {
   bool flush_scheduled_ = false;
   bool in_send_ = false;                  // write_from_send() is running
   bool backpressure_ = false;
+
+  // MSG_ZEROCOPY. Each successful zero-copy sendmsg() gets the socket's next
+  // id (a u32 counter in the kernel); a hold keeps the buffers of one batch
+  // until notifications covered all of its ids.
+  struct ZcHold {
+    std::uint32_t first = 0;  // id of its first zero-copy sendmsg()
+    std::uint32_t count = 0;  // its zero-copy sendmsg() calls
+    std::uint32_t done = 0;   // of them, completed
+    bool sealed = false;      // the batch is retired (bufs filled, count final)
+    std::uint64_t bytes = 0;
+    std::vector<BufferList> bufs;
+  };
+  std::size_t zc_threshold_ = 0;           // 0: off on this connection
+  std::uint32_t zc_next_id_ = 0;           // the id the next zero-copy send gets
+  std::vector<ZcHold> zc_holds_;           // oldest first, from zc_head_
+  std::size_t zc_head_ = 0;
+  std::vector<std::vector<BufferList>> zc_spare_;  // emptied vectors, reused
+  std::size_t tx_queue_zc_ = 0;            // frames in tx_queue_ that qualify
+  bool batch_zc_ = false;                  // the batch is sent with MSG_ZEROCOPY
+  bool zc_batch_open_ = false;             // the batch's hold is the last one, unsealed
+  bool zc_waiting_ = false;                // an error-queue wait is armed
+  bool zc_lingering_ = false;              // closed, waiting for notifications
+  bool zc_aborted_ = false;                // lingered too long: reset
+  std::uint32_t zc_window_done_ = 0;       // completions in the current window
+  std::uint32_t zc_window_copied_ = 0;     // of them copied
+  std::uint32_t zc_enobufs_run_ = 0;       // consecutive ENOBUFS fallbacks
+  boost::asio::steady_timer zc_timer_;
 };
+
+// Tests: makes every later setsockopt(SO_ZEROCOPY) of the TCP stack fail with
+// `err` (0: the real call again), as on a kernel without it.
+void tcp_zerocopy_force_refusal_for_test(int err) noexcept;
 
 // Maps an Asio/system error to the project's error codes.
 std::error_code map_asio_error(const boost::system::error_code& ec) noexcept;

@@ -6,6 +6,14 @@
 // crcs) and one receive segment per `tcp_read_chunk` bytes (or per large
 // frame); the queues and the iovec array keep their capacity. No locks; logs
 // only at trace level, except on faults.
+//
+// MSG_ZEROCOPY (siphon_ms_tcp_zerocopy_threshold, tcp_zerocopy.cc): a batch
+// carrying a frame with a segment of at least the threshold is sent with the
+// flag; its buffers then move to a hold (a reused vector, no allocation in
+// steady state) until the kernel's notification covers it. Per such batch:
+// the same sendmsg() calls plus one recvmsg(MSG_ERRQUEUE) per wake-up of the
+// error-queue wait (notifications coalesce); nothing for other batches
+// beyond a flag test per send().
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -46,7 +54,11 @@ std::error_code TcpConnection::send(proto::Frame&& frame) {
       return errc::resource_exhausted;
     }
     const bool idle = !writing_ && !flush_scheduled_ && tx_queue_.empty();
-    enqueue(std::move(wire));
+    bool zc = false;
+    if (zc_threshold_ != 0) {
+      for (const BufferList& seg : frame.segments) zc = zc || seg.length() >= zc_threshold_;
+    }
+    enqueue(std::move(wire), zc);
     if (idle) {
       write_from_send();
     } else {
@@ -61,8 +73,9 @@ std::error_code TcpConnection::send(proto::Frame&& frame) {
   return {};
 }
 
-void TcpConnection::enqueue(BufferList&& wire) {
+void TcpConnection::enqueue(BufferList&& wire, bool zerocopy) {
   queued_bytes_ += wire.length();
+  tx_queue_zc_ += zerocopy ? 1 : 0;
   tx_queue_.push_back(std::move(wire));
 }
 
@@ -115,6 +128,8 @@ void TcpConnection::begin_batch() {
   iov_.clear();
   iov_pos_ = 0;
   batch_written_ = 0;
+  batch_zc_ = tx_queue_zc_ != 0 && zc_threshold_ != 0;
+  tx_queue_zc_ = 0;
   std::size_t bytes = 0;
   for (const BufferList& wire : tx_inflight_) {
     for (const BufferPtr& p : wire.ptrs()) {
@@ -143,9 +158,16 @@ void TcpConnection::write_batch() {
     msghdr msg{};
     msg.msg_iov = iov_.data() + iov_pos_;
     msg.msg_iovlen = std::min<std::size_t>(iov_.size() - iov_pos_, IOV_MAX);
-    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const int zc_flag = batch_zc_ ? MSG_ZEROCOPY : 0;
+    const ssize_t n = ::sendmsg(fd, &msg, MSG_NOSIGNAL | MSG_DONTWAIT | zc_flag);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == ENOBUFS && zc_flag != 0) {
+        // The socket's optmem limit or the locked-pages limit: this batch
+        // goes on with copies (msg_zerocopy.rst, "Transmission").
+        zc_fallback();
+        continue;
+      }
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         socket_.async_wait(tcp::socket::wait_write, [self = self()](const boost::system::error_code& ec) {
           self->on_socket_writable(ec);
@@ -162,6 +184,7 @@ void TcpConnection::write_batch() {
     }
     // Skip the pieces written completely, trim the one written in part.
     std::size_t left = static_cast<std::size_t>(n);
+    if (zc_flag != 0) zc_sent(left);
     batch_written_ += left;
     while (left > 0 && left >= iov_[iov_pos_].iov_len) left -= iov_[iov_pos_++].iov_len;
     if (left > 0) {
@@ -175,7 +198,7 @@ void TcpConnection::write_batch() {
 void TcpConnection::on_socket_writable(const boost::system::error_code& ec) {
   if (state_ == State::closed) {
     writing_ = false;
-    tx_inflight_.clear();
+    retire_batch();
     return;
   }
   if (ec) return on_write_error(ec);
@@ -184,13 +207,13 @@ void TcpConnection::on_socket_writable(const boost::system::error_code& ec) {
 
 void TcpConnection::on_write_error(const boost::system::error_code& ec) {
   writing_ = false;
-  tx_inflight_.clear();
+  retire_batch();
   io_fault(ec, "write");
 }
 
 void TcpConnection::on_write_done() {
   writing_ = false;
-  tx_inflight_.clear();  // drops our references to the written frames
+  retire_batch();  // drops our references to the written frames (or holds them for MSG_ZEROCOPY)
   const WorkerPerf::Section timed(worker_->perf(), l_msgr_running_send_time);
   stats_.bytes_sent += batch_written_;
   worker_->perf().inc(l_msgr_send_bytes, batch_written_);

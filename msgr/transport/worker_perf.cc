@@ -53,6 +53,18 @@ std::shared_ptr<perf::Logger> build(unsigned id) {
   b.add_time(l_msgr_running_fast_dispatch_time, "msgr_running_fast_dispatch_time", "The total time of fast dispatch");
   b.add_time_avg(l_msgr_send_messages_queue_lat, "msgr_send_messages_queue_lat", "Network sent messages lat");
   b.add_time_avg(l_msgr_handle_ack_lat, "msgr_handle_ack_lat", "Connection handle ack lat");
+  // Siphon extensions: the TCP stack's zero-copy sends (siphon_ms_tcp_zerocopy_threshold).
+  b.add_u64_counter(l_msgr_tcp_zerocopy_sends, "msgr_tcp_zerocopy_sends", "sendmsg calls made with MSG_ZEROCOPY");
+  b.add_u64_counter(l_msgr_tcp_zerocopy_bytes, "msgr_tcp_zerocopy_bytes", "Bytes sent with MSG_ZEROCOPY", {},
+                    perf::kDebugOnly, Unit::bytes);
+  b.add_u64_counter(l_msgr_tcp_zerocopy_copied, "msgr_tcp_zerocopy_copied",
+                    "MSG_ZEROCOPY sends the kernel completed with a copy (SO_EE_CODE_ZEROCOPY_COPIED)");
+  b.add_u64_counter(l_msgr_tcp_zerocopy_fallbacks, "msgr_tcp_zerocopy_fallbacks",
+                    "Write batches sent with a copy although they qualified for MSG_ZEROCOPY (ENOBUFS, no SO_ZEROCOPY)");
+  b.add_u64_counter(l_msgr_tcp_zerocopy_disabled, "msgr_tcp_zerocopy_disabled",
+                    "Connections that stopped using MSG_ZEROCOPY because the kernel copied anyway");
+  b.add_u64(l_msgr_tcp_zerocopy_held_bytes, "msgr_tcp_zerocopy_held_bytes",
+            "Bytes of sent buffers held until the kernel's zero-copy completion", {}, perf::kDebugOnly, Unit::bytes);
   return b.create();
 }
 

@@ -41,6 +41,13 @@ enum WorkerCounter : int {
   l_msgr_running_fast_dispatch_time,
   l_msgr_send_messages_queue_lat,
   l_msgr_handle_ack_lat,
+  // Siphon extensions (TCP stack, MSG_ZEROCOPY; docs/observability.md).
+  l_msgr_tcp_zerocopy_sends,
+  l_msgr_tcp_zerocopy_bytes,
+  l_msgr_tcp_zerocopy_copied,
+  l_msgr_tcp_zerocopy_fallbacks,
+  l_msgr_tcp_zerocopy_disabled,
+  l_msgr_tcp_zerocopy_held_bytes,
   l_msgr_last,
 };
 
