@@ -290,8 +290,17 @@ rdma_res() { timeout 20 rdma res show "$1" 2>/dev/null | grep -c " pid $2 " || t
 # retransmit until it is back (docs/testing-rxe.md, "A partition"). 6 is the
 # largest count that gives up; both ends set it (each side's own QP retries).
 retry_conf() { echo "ms_async_rdma_retry_count = ${SIPHON_PAIR_RETRY_COUNT:-6}"; }
+# The lossy client's connection faults during the cut and its close (the
+# rdma_cm DREQ) is lost in the cut; the lossy server, a sink that never
+# sends, has no other way to learn that its peer is gone: its QP would stay
+# until ms_connection_idle_timeout (Ceph's 900 s) faults the idle connection,
+# as Ceph's AsyncConnection::tick does. Both ends run with 5 s here. (A
+# keepalive from the server would find the dead peer through the QP's retry
+# budget on RDMA, but on TCP only after the kernel's retransmission timeout,
+# about 15 min; docs/messenger.md, "Idle connections".)
+idle_conf() { echo "ms_connection_idle_timeout = ${SIPHON_PAIR_IDLE_TIMEOUT:-5}"; }
 partition_a() {
-  conf "$work/rdma.conf" "$(retry_conf)"
+  conf "$work/rdma.conf" "$(retry_conf)" "$(idle_conf)"
   start_bg lossless "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6820" \
     --duration 280 --json "$out/a-lossless.json"
   start_bg lossy "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6821" --policy lossy \
@@ -320,6 +329,14 @@ partition_a() {
     log "$k server after the client left: 0 QPs, $mr MRs (baseline $base_mr), $cm rdma_cm ids (baseline $base_cm)"
     stop_wait "$p" "the $k server"
   done
+  # How the lossy server learned that its client was gone: its idle timeout
+  # when the client's DREQ was lost in the cut (the client process exited
+  # before the CM retransmitted it), else the DREQ itself.
+  if grep -q "ms_connection_idle_timeout: no traffic" "$out/a-lossy.err"; then
+    log "the lossy server closed its connection on ms_connection_idle_timeout"
+  else
+    log "the lossy server's connection was closed by the client (its DREQ got through)"
+  fi
 }
 
 # Guest b: both clients at a fixed rate across the cut. A watcher notes, in
@@ -327,7 +344,7 @@ partition_a() {
 # shared dir is polled every 0.1 s), to set against the clients' log times.
 partition_b() {
   local cut_s=${4:-12}
-  conf "$work/rdma.conf" "debug_ms_session = 5" "$(retry_conf)"
+  conf "$work/rdma.conf" "debug_ms_session = 5" "$(retry_conf)" "$(idle_conf)"
   wait_for "$out/a.ready" 120 "servers in guest a"
   local n=${SIPHON_PAIR_PARTITION_COUNT:-120} rate=10 common
   common=(--count "$n" --rate "$rate" --size-dist 100:50,32K:50 --verify --quiet --connect-timeout 60)
