@@ -27,7 +27,7 @@ set -euo pipefail
   echo "pair_guest.sh runs inside run-pair's guests: tests/rxe/run-pair -- $0 ..." >&2
   exit 2
 }
-scenario=${1:?usage: pair_guest.sh wire|partition SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
+scenario=${1:?usage: pair_guest.sh wire|partition|failover SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
 bench=${2:?siphon-bench path}
 objd=${3:?siphon-objd path}
 role=$SIPHON_RXE_ROLE
@@ -415,6 +415,85 @@ partition_b() {
   touch "$out/b.done"
 }
 
+# ---------------------------------------------------------------- failover
+# RDMA -> TCP failover inside one lossless session across the wire
+# (docs/rdma-transport.md §12): both ends run async+rdma with the TCP
+# fallback. Guest a's server listens on both; guest b's client runs --verify
+# at a fixed rate while guest a drops every RoCEv2 packet it sends (tc: UDP
+# to port 4791, on eth0's egress) for FAILOVER_DOWN seconds; IP and TCP stay
+# up. The session must move to TCP, move back to RDMA once a probe connects
+# after the drop is lifted, and lose, duplicate or reorder nothing; the
+# client's switch counters must equal its logged switches, one each way.
+# (Not `rdma link delete rxe0`: with a process holding rxe0 open, that
+# command blocks in the kernel until the process exits, docs/testing-rxe.md.)
+failover_conf() {
+  conf "$work/rdma.conf" "$(retry_conf)" "$(idle_conf)" \
+    "siphon_ms_fallback_type = async+posix" \
+    "siphon_ms_fallback_after = 1" \
+    "siphon_ms_fallback_retry_interval = 2" \
+    "ms_connection_ready_timeout = 3" \
+    "debug_ms_session = 1" "$@"
+}
+failover_a() {
+  local down_s=${1:-8}
+  failover_conf
+  start_bg server "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6830" \
+    --duration 280 --json "$out/a-server.json"
+  grep -q "async+posix" "$out/a-server.err" "$out/a-server.out" ||
+    log "note: the server's output does not name the fallback stack"
+  touch "$out/a.ready"
+  wait_for "$out/b.flowing" 120 "traffic from guest b"
+  sleep 1
+  # Every RoCEv2 packet this guest sends is dropped: its RC ACKs, READ
+  # responses, SENDs and the CM's MADs (UD on QP1, also UDP 4791).
+  tc qdisc add dev "$SIPHON_RXE_NETDEV" root handle 1: prio || fail "tc qdisc add failed"
+  tc filter add dev "$SIPHON_RXE_NETDEV" parent 1: protocol ip prio 1 u32 \
+    match ip protocol 17 0xff match ip dport 4791 0xffff action drop || fail "tc filter add failed"
+  date +%s.%N >"$out/a.roce-down"
+  log "RoCEv2 dropped on $SIPHON_RXE_NETDEV's egress for ${down_s} s (IP and TCP stay up)"
+  sleep "$down_s"
+  log "RoCE drop counters: $(tc -s filter show dev "$SIPHON_RXE_NETDEV" parent 1: | grep -o 'Sent [0-9]* bytes [0-9]* pkt' | head -n1)"
+  tc qdisc del dev "$SIPHON_RXE_NETDEV" root || fail "tc qdisc del failed"
+  date +%s.%N >"$out/a.roce-up"
+  log "RoCEv2 flows again"
+  wait_for "$out/b.done" 240 "end of guest b's run"
+  stop_wait "$pid_server" "the server"
+  expect "$out/a-server.json" fallback_switches -eq 0 "the accepting side never switches (the client decides)"
+}
+failover_b() {
+  failover_conf
+  wait_for "$out/a.ready" 120 "the server in guest a"
+  local n=${SIPHON_PAIR_FAILOVER_COUNT:-400} c=$out/b-client.json k st=0 i
+  "$bench" -c "$work/rdma.conf" client --target "$PEER:6830" --count "$n" --rate 20 \
+    --size-dist 100:50,32K:50 --verify --quiet --connect-timeout 60 --drain-timeout 150 \
+    --json "$c" >"$out/b-client.out" 2>"$out/b-client.err" &
+  local p=$!
+  pids+=("$p")
+  for i in $(seq 1 600); do
+    grep -q 'rdma_cm connections use' "$out/b-client.err" 2>/dev/null && break
+    sleep 0.1
+  done
+  sleep 1
+  touch "$out/b.flowing"
+  log "traffic flowing over RDMA; guest a drops RoCEv2 next"
+  wait "$p" || st=$?
+  [ "$st" -eq 0 ] || fail "the client exited with status $st"
+  grep -q '"ms_type":"async+rdma"' "$c" || fail "the client did not run async+rdma"
+  expect "$c" checked -eq "$n" "--verify checked every message"
+  for k in lost duplicated reordered corrupted; do expect "$c" $k -eq 0 "through the failover and back: nothing $k"; done
+  expect "$c" errors -eq 0 "no errors: the application never saw a reset"
+  local to_tcp to_rdma
+  to_tcp=$(grep -c "switches from async+rdma to async+posix" "$out/b-client.err" || true)
+  to_rdma=$(grep -c "switches from async+posix back to async+rdma" "$out/b-client.err" || true)
+  [ "$to_tcp" -ge 1 ] || fail "the session never switched to TCP (no 'switches from async+rdma to async+posix' line)"
+  [ "$to_rdma" -ge 1 ] || fail "the session never came back to RDMA (no 'switches ... back to async+rdma' line)"
+  expect "$c" fallback_switches -eq "$to_tcp" "the fallback counter equals the logged switches to TCP"
+  expect "$c" primary_switches -eq "$to_rdma" "the primary counter equals the logged switches back to RDMA"
+  log "client: $n messages, --verify clean; switches to TCP $to_tcp, back to RDMA $to_rdma (counters agree)"
+  grep -h "switches from" "$out/b-client.err" | cut -c1-200
+  touch "$out/b.done"
+}
+
 case "$scenario" in
   wire)
     mtu=${4:?path MTU}
@@ -437,6 +516,9 @@ case "$scenario" in
   partition)
     "partition_$role" "$@"
     ;;
-  *) echo "unknown scenario '$scenario' (wire, partition)" >&2; exit 2 ;;
+  failover)
+    "failover_$role" "${4:-8}"
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition, failover)" >&2; exit 2 ;;
 esac
 log "passed"

@@ -16,11 +16,16 @@
 #       ), then restored;
 #       the guests check the outcome, the host prints detection and recovery
 #       times (OUT_DIR/partition-times.txt).
+#   pair_test.sh failover SIPHON_BENCH SIPHON_OBJD OUT_DIR
+#       RDMA -> TCP failover and back inside one lossless session: guest a
+#       drops its RoCEv2 packets (tc, UDP port 4791) for
+#       SIPHON_PAIR_ROCE_DOWN seconds (default 8) while guest b's client runs
+#       --verify; the guests check the outcome (pair_guest.sh).
 #
 # Exit 0 pass, 1 fail (run-pair's status otherwise: 124 timeout, 125 setup).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-scenario=${1:?usage: pair_test.sh wire|partition SIPHON_BENCH SIPHON_OBJD OUT_DIR [PATH_MTU TOS]}
+scenario=${1:?usage: pair_test.sh wire|partition|failover SIPHON_BENCH SIPHON_OBJD OUT_DIR [PATH_MTU TOS]}
 bench=$2
 objd=$3
 out=$4
@@ -90,6 +95,13 @@ print("pair-test: partition: " + line)
 d.joinpath("partition-times.txt").write_text(line + "\n")
 PY
     ;;
-  *) echo "unknown scenario '$scenario' (wire, partition)" >&2; exit 2 ;;
+  failover)
+    down_s=${SIPHON_PAIR_ROCE_DOWN:-8}
+    st=0
+    "$here/run-pair" --cache "$cache" --timeout "$timeout_s" --out "$out" -- \
+      "$here/pair_guest.sh" failover "$bench" "$objd" "$down_s" || st=$?
+    [ "$st" -eq 0 ] || { log "FAILED: the guests reported status $st"; exit "$st"; }
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition, failover)" >&2; exit 2 ;;
 esac
 log "passed"
