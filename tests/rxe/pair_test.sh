@@ -19,7 +19,7 @@
 #   pair_test.sh failover SIPHON_BENCH SIPHON_OBJD OUT_DIR
 #       RDMA -> TCP failover and back inside one lossless session: guest a
 #       drops its RoCEv2 packets (tc, UDP port 4791) for
-#       SIPHON_PAIR_ROCE_DOWN seconds (default 8) while guest b's client runs
+#       SIPHON_PAIR_ROCE_DOWN seconds (default 6) while guest b's client runs
 #       --verify; the guests check the outcome (pair_guest.sh).
 #
 # Exit 0 pass, 1 fail (run-pair's status otherwise: 124 timeout, 125 setup).
@@ -96,7 +96,7 @@ d.joinpath("partition-times.txt").write_text(line + "\n")
 PY
     ;;
   failover)
-    down_s=${SIPHON_PAIR_ROCE_DOWN:-8}
+    down_s=${SIPHON_PAIR_ROCE_DOWN:-6}
     st=0
     "$here/run-pair" --cache "$cache" --timeout "$timeout_s" --out "$out" -- \
       "$here/pair_guest.sh" failover "$bench" "$objd" "$down_s" || st=$?
