@@ -36,6 +36,12 @@ log() { echo "pair-test: $*"; }
 mkdir -p -- "$out"
 out=$(readlink -f -- "$out")
 rm -f -- "$out"/wire.pcap
+# The previous run's signal and result files, before either guest boots: a
+# guest that boots faster than the other must not take the other's old
+# a.ready or b.flowing for a new one (and start its half early), nor have
+# its fresh output removed by the other's cleanup (pair_guest.sh).
+rm -f -- "$out"/*.ready "$out"/*.done "$out"/*.failed "$out"/*.flowing "$out"/host.* \
+  "$out"/[ab]-* "$out"/[ab].* "$out"/*.addr "$out"/partition-times.txt
 
 case "$scenario" in
   wire)
