@@ -370,6 +370,14 @@ partition_b() {
   local cut_seen="" restored_seen=""
   for i in $(seq 1 $(( (cut_s + 120) * 10 ))); do
     [ -z "$cut_seen" ] && [ -e "$out/host.cut" ] && cut_seen=$(date -u +%FT%T.%6NZ)
+    # Both clients' connections faulted: the host may restore the link (it
+    # waits for this as well as for its CUT seconds, so a guest that the
+    # loaded host starved of CPU during the cut still sees its QPs give up).
+    if [ -n "$cut_seen" ] && [ ! -e "$out/b.faulted" ] &&
+       grep -q "faulted in state" "$out/b-lossless.err" 2>/dev/null &&
+       grep -q "faulted in state" "$out/b-lossy.err" 2>/dev/null; then
+      touch "$out/b.faulted"
+    fi
     [ -e "$out/host.restored" ] && { restored_seen=$(date -u +%FT%T.%6NZ); break; }
     sleep 0.1
   done
@@ -436,7 +444,7 @@ failover_conf() {
     "debug_ms_session = 1" "$@"
 }
 failover_a() {
-  local down_s=${1:-6}
+  local down_s=${1:-6} i
   failover_conf
   start_bg server "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6830" \
     --duration 280 --json "$out/a-server.json"
@@ -453,7 +461,15 @@ failover_a() {
     match ip protocol 17 0xff match ip dport 4791 0xffff action drop || fail "tc filter add failed"
   date +%s.%N >"$out/a.roce-down"
   log "RoCEv2 dropped on $SIPHON_RXE_NETDEV's egress for ${down_s} s (IP and TCP stay up)"
+  # At least down_s seconds, and until guest b's session is on TCP (b.on-tcp;
+  # at most 90 s): on a loaded host a starved guest may need longer.
   sleep "$down_s"
+  for i in $(seq 1 450); do
+    [ -e "$out/b.on-tcp" ] && break
+    [ -e "$out/b.failed" ] && fail "guest b failed: $(cat "$out/b.failed")"
+    sleep 0.2
+  done
+  [ -e "$out/b.on-tcp" ] || log "guest b's session did not switch to TCP within 90 s of the drop; lifting it"
   log "RoCE drop counters: $(tc -s filter show dev "$SIPHON_RXE_NETDEV" parent 1: | grep -o 'Sent [0-9]* bytes [0-9]* pkt' | head -n1)"
   tc qdisc del dev "$SIPHON_RXE_NETDEV" root || fail "tc qdisc del failed"
   date +%s.%N >"$out/a.roce-up"
@@ -481,6 +497,11 @@ failover_b() {
   sleep 1
   touch "$out/b.flowing"
   log "traffic flowing over RDMA; guest a drops RoCEv2 next"
+  # Tell guest a when the session is on TCP (it lifts the drop after that).
+  while kill -0 "$p" 2>/dev/null; do
+    grep -q "switches from async+rdma to async+posix" "$out/b-client.err" 2>/dev/null && { touch "$out/b.on-tcp"; break; }
+    sleep 0.2
+  done
   wait "$p" || st=$?
   [ "$st" -eq 0 ] || fail "the client exited with status $st"
   grep -q '"ms_type":"async+rdma"' "$c" || fail "the client did not run async+rdma"
