@@ -301,7 +301,9 @@ retry_conf() { echo "ms_async_rdma_retry_count = ${SIPHON_PAIR_RETRY_COUNT:-6}";
 # about 15 min; docs/messenger.md, "Idle connections".)
 idle_conf() { echo "ms_connection_idle_timeout = ${SIPHON_PAIR_IDLE_TIMEOUT:-5}"; }
 partition_a() {
-  conf "$work/rdma.conf" "$(retry_conf)" "$(idle_conf)"
+  # debug_ms_session = 1: the servers' session faults in their logs (the
+  # idle timeout's line below; siphon-bench's default debug_ms is 0).
+  conf "$work/rdma.conf" "$(retry_conf)" "$(idle_conf)" "debug_ms_session = 1"
   start_bg lossless "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6820" \
     --duration 280 --json "$out/a-lossless.json"
   start_bg lossy "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6821" --policy lossy \
