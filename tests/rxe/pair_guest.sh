@@ -352,7 +352,7 @@ partition_b() {
   local cut_s=${4:-12}
   conf "$work/rdma.conf" "debug_ms_session = 5" "$(retry_conf)" "$(idle_conf)"
   wait_for "$out/a.ready" 120 "servers in guest a"
-  local n=${SIPHON_PAIR_PARTITION_COUNT:-120} rate=10 common
+  local n=${SIPHON_PAIR_PARTITION_COUNT:-300} rate=10 common
   common=(--count "$n" --rate "$rate" --size-dist 100:50,32K:50 --verify --quiet --connect-timeout 60)
   "$bench" -c "$work/rdma.conf" client --target "$PEER:6820" "${common[@]}" --drain-timeout 150 \
     --json "$out/b-lossless.json" >"$out/b-lossless.out" 2>"$out/b-lossless.err" &
