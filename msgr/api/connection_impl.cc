@@ -91,10 +91,15 @@ void ConnectionImpl::connect_attempt() {
              attempt_, ids_.connect_seq, on_fallback_ ? ", fallback stack" : "");
   ConnectionImplRef self(this);
   const std::uint64_t gen = attempt_;
-  dial_stack().connect(target.addr, owner(), [self, gen, target](std::error_code ec, transport::ConnectionRef c) {
-    self->on_owner([self, gen, ec, c, target] {
+  transport::Worker* const dial_worker = &owner();
+  dial_stack().connect(target.addr, *dial_worker, [self, gen, target, dial_worker](std::error_code ec,
+                                                                                   transport::ConnectionRef c) {
+    self->on_owner([self, gen, ec, c, target, dial_worker] {
       if (gen != self->attempt_ || self->state_ != State::connecting) {
-        if (c) c->close();
+        // A stale attempt (its ready timeout fired first). Its connection
+        // lives on the worker it was dialled from, which the session may
+        // have left since (a switch of stack, redial_on): close it there.
+        if (c) dial_worker->post([c] { c->close(); });
         return;
       }
       if (ec || !c) {

@@ -347,6 +347,108 @@ TEST_F(Pair, IdleConnectionTimesOut) {
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }, 10s));
 }
 
+// ms_connection_idle_timeout as Ceph's AsyncConnection::tick applies it: a
+// READY connection with no frame either way for the timeout is faulted, on
+// whichever side has the timeout. Here only the server has it and the client
+// (900 s) stays silent, as a client that vanished without its close reaching
+// the server (a partition ate its FIN or DREQ): the server must close the
+// lossy connection, free it and report the reset to its dispatcher.
+TEST_F(Pair, ServerIdleTimeoutClosesASilentLossyClientAndReportsIt) {
+  MessengerOptions so = opts;
+  so.ms_connection_idle_timeout = 400ms;
+  server = make_messenger({entity_type::osd, 0}, so);
+  client = make_messenger({entity_type::client, 4100}, opts);
+  server->set_policy(entity_type::client, Policy::stateless_server());
+  client->set_policy(entity_type::osd, Policy::lossy_client());
+  ASSERT_NO_FATAL_FAILURE(start_pair(*server, sd, *client, cd));
+  LogCapture logs;
+  ConnectionRef con = connect();
+  ASSERT_FALSE(con->send_message(make_message<Message>(kTypeTest)));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.resets == 1; }, 10s)) << "the server reports its idle lossy connection";
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms) << "closed before the timeout";
+  EXPECT_TRUE(logs.contains("ms_connection_idle_timeout: no traffic"));
+  EXPECT_GE(server->stats().faults, 1u);
+  EXPECT_FALSE(sd.last_con->is_connected());
+  EXPECT_TRUE(eventually([&] { return server->stats().connections == 0; }, 10s))
+      << "the server still holds " << server->stats().connections << " connection(s)";
+  // The client hears the close (the transport's end of stream or disconnect).
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }, 10s));
+  EXPECT_EQ(sd.remote_resets + cd.remote_resets, 0);
+}
+
+// A connection that carries traffic more often than the timeout stays up,
+// here in one direction only (the server sends nothing but ACKs).
+TEST_F(Pair, BusyConnectionOutlivesTheIdleTimeout) {
+  opts.ms_connection_idle_timeout = 300ms;
+  start(Policy::stateless_server(), Policy::lossy_client(), opts);
+  ConnectionRef con = connect();
+  ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 1; }));
+  constexpr int kCount = 30;  // one every 50 ms: 1.5 s, five timeouts
+  for (int i = 0; i < kCount; ++i) {
+    ASSERT_FALSE(con->send_message(make_message<Message>(kTypeTest))) << i;
+    std::this_thread::sleep_for(50ms);
+  }
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == kCount; }));
+  EXPECT_EQ(sd.resets + cd.resets, 0);
+  EXPECT_EQ(server->stats().faults + client->stats().faults, 0u);
+  EXPECT_TRUE(con->is_connected());
+}
+
+// Lossless sessions as in Ceph (ProtocolV2::_fault): the idle timeout only
+// drops the transport connection. A lossless client (no standby) reconnects
+// at once, the stateful server keeps the session (standby); neither side
+// reports a reset, and later messages arrive once each, in order.
+TEST_F(Pair, IdleTimeoutKeepsALosslessSession) {
+  opts.ms_connection_idle_timeout = 300ms;
+  start(Policy::stateful_server(), Policy::lossless_client(), opts);
+  std::vector<std::uint32_t> got;
+  sd.on_message = [&](const MessageRef& m) {
+    std::uint32_t v = ~0u;
+    if (m->data().length() == sizeof(v)) m->data().copy_out(0, sizeof(v), &v);
+    got.push_back(v);
+  };
+  auto numbered = [](std::uint32_t v) {
+    MessageRef m = make_message<Message>(kTypeTest);
+    m->data().append(&v, sizeof(v));
+    return m;
+  };
+  ConnectionRef con = connect();
+  ASSERT_FALSE(con->send_message(numbered(0)));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
+  ASSERT_TRUE(eventually([&] { return client->stats().faults >= 1; }, 10s)) << "the idle timeout faulted the client";
+  ASSERT_TRUE(eventually([&] { return server->stats().reconnects >= 1; }, 10s))
+      << "the lossless client reconnected its session";
+  for (std::uint32_t i = 1; i <= 5; ++i) ASSERT_FALSE(con->send_message(numbered(i)));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 6; }));
+  std::this_thread::sleep_for(100ms);
+  std::lock_guard l(sd.w.mu);
+  EXPECT_EQ(got, (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5}));
+  EXPECT_EQ(sd.resets + cd.resets + sd.remote_resets + cd.remote_resets, 0);
+  EXPECT_EQ(server->stats().sessions_reset + client->stats().sessions_reset, 0u);
+}
+
+// A lossless peer with standby (Ceph's lossless_peer) that has nothing to
+// send goes to standby after the idle timeout and stays there, connection
+// closed, until a message is queued; then it reconnects the same session.
+TEST_F(Pair, IdleLosslessPeerWaitsInStandbyUntilItHasSomethingToSend) {
+  opts.ms_connection_idle_timeout = 300ms;
+  start(Policy::stateful_server(), Policy::lossless_peer(), opts);
+  ConnectionRef con = connect();
+  ASSERT_FALSE(con->send_message(make_message<Message>(kTypeTest)));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
+  ASSERT_TRUE(eventually([&] { return client->stats().faults >= 1 && !con->is_connected(); }, 10s));
+  std::this_thread::sleep_for(1s);  // three more timeouts: no reconnect loop
+  EXPECT_FALSE(con->is_connected());
+  EXPECT_EQ(client->stats().reconnects + server->stats().reconnects, 0u);
+  EXPECT_LE(client->stats().faults, 1u);
+  ASSERT_FALSE(con->send_message(make_message<Message>(kTypeTest)));
+  ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 2; }));
+  EXPECT_GE(server->stats().reconnects, 1u) << "the same session, reconnected";
+  EXPECT_EQ(sd.resets + cd.resets + sd.remote_resets + cd.remote_resets, 0);
+}
+
 TEST_F(Pair, KeepaliveIntervalKeepsAnIdleConnectionUp) {
   opts.ms_connection_idle_timeout = 600ms;
   opts.ms_keepalive_interval = 100ms;

@@ -27,7 +27,7 @@ set -euo pipefail
   echo "pair_guest.sh runs inside run-pair's guests: tests/rxe/run-pair -- $0 ..." >&2
   exit 2
 }
-scenario=${1:?usage: pair_guest.sh wire|partition SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
+scenario=${1:?usage: pair_guest.sh wire|partition|failover SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
 bench=${2:?siphon-bench path}
 objd=${3:?siphon-objd path}
 role=$SIPHON_RXE_ROLE
@@ -108,8 +108,9 @@ expect() {
 # rdma_cm connections use: device, port, GID, path MTU, SL, traffic class.
 applied_line() { grep -ho 'rdma_cm connections use .*' "$@" | head -n1; }
 
-if [ "$role" = a ]; then rm -f -- "$out"/*.ready "$out"/*.done "$out"/*.failed "$out"/*.flowing "$out"/host.* \
-  "$out"/[ab]-* "$out"/*.addr 2>/dev/null || true; fi
+# The previous run's files are removed by the host before either guest
+# boots (pair_test.sh): removing them here, in one guest, raced with the
+# other guest's new ones.
 
 conf() {  # FILE [extra lines]
   local f=$1
@@ -290,8 +291,19 @@ rdma_res() { timeout 20 rdma res show "$1" 2>/dev/null | grep -c " pid $2 " || t
 # retransmit until it is back (docs/testing-rxe.md, "A partition"). 6 is the
 # largest count that gives up; both ends set it (each side's own QP retries).
 retry_conf() { echo "ms_async_rdma_retry_count = ${SIPHON_PAIR_RETRY_COUNT:-6}"; }
+# The lossy client's connection faults during the cut and its close (the
+# rdma_cm DREQ) is lost in the cut; the lossy server, a sink that never
+# sends, has no other way to learn that its peer is gone: its QP would stay
+# until ms_connection_idle_timeout (Ceph's 900 s) faults the idle connection,
+# as Ceph's AsyncConnection::tick does. Both ends run with 5 s here. (A
+# keepalive from the server would find the dead peer through the QP's retry
+# budget on RDMA, but on TCP only after the kernel's retransmission timeout,
+# about 15 min; docs/messenger.md, "Idle connections".)
+idle_conf() { echo "ms_connection_idle_timeout = ${SIPHON_PAIR_IDLE_TIMEOUT:-5}"; }
 partition_a() {
-  conf "$work/rdma.conf" "$(retry_conf)"
+  # debug_ms_session = 1: the servers' session faults in their logs (the
+  # idle timeout's line below; siphon-bench's default debug_ms is 0).
+  conf "$work/rdma.conf" "$(retry_conf)" "$(idle_conf)" "debug_ms_session = 1"
   start_bg lossless "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6820" \
     --duration 280 --json "$out/a-lossless.json"
   start_bg lossy "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6821" --policy lossy \
@@ -320,6 +332,17 @@ partition_a() {
     log "$k server after the client left: 0 QPs, $mr MRs (baseline $base_mr), $cm rdma_cm ids (baseline $base_cm)"
     stop_wait "$p" "the $k server"
   done
+  # The lossy client exited during the cut, so its DREQ never arrived. The
+  # lossy server learned that its client was gone either from its own QP
+  # (a reply in flight at the cut: retries exceeded) or, with nothing in
+  # flight, from its idle timeout; nothing else can have told it.
+  if grep -q "ms_connection_idle_timeout: no traffic" "$out/a-lossy.err"; then
+    log "the lossy server closed its connection on ms_connection_idle_timeout (nothing in flight at the cut)"
+  elif grep -q "RDMA connection from .* faulted" "$out/a-lossy.err"; then
+    log "the lossy server's own QP gave up (a reply in flight at the cut): $(grep -h "RDMA connection from .* faulted" "$out/a-lossy.err" | head -n1 | cut -c1-160)"
+  else
+    fail "the lossy server's connection ended with neither its idle timeout nor a fault of its own QP"
+  fi
 }
 
 # Guest b: both clients at a fixed rate across the cut. A watcher notes, in
@@ -327,14 +350,14 @@ partition_a() {
 # shared dir is polled every 0.1 s), to set against the clients' log times.
 partition_b() {
   local cut_s=${4:-12}
-  conf "$work/rdma.conf" "debug_ms_session = 5" "$(retry_conf)"
+  conf "$work/rdma.conf" "debug_ms_session = 5" "$(retry_conf)" "$(idle_conf)"
   wait_for "$out/a.ready" 120 "servers in guest a"
-  local n=${SIPHON_PAIR_PARTITION_COUNT:-120} rate=10 common
+  local n=${SIPHON_PAIR_PARTITION_COUNT:-300} rate=10 common
   common=(--count "$n" --rate "$rate" --size-dist 100:50,32K:50 --verify --quiet --connect-timeout 60)
   "$bench" -c "$work/rdma.conf" client --target "$PEER:6820" "${common[@]}" --drain-timeout 150 \
     --json "$out/b-lossless.json" >"$out/b-lossless.out" 2>"$out/b-lossless.err" &
   local p_lossless=$!
-  "$bench" -c "$work/rdma.conf" client --target "$PEER:6821" --policy lossy "${common[@]}" --drain-timeout 30 \
+  "$bench" -c "$work/rdma.conf" client --target "$PEER:6821" --policy lossy "${common[@]}" --drain-timeout 2 \
     --json "$out/b-lossy.json" >"$out/b-lossy.out" 2>"$out/b-lossy.err" &
   local p_lossy=$!
   pids+=("$p_lossless" "$p_lossy")
@@ -352,6 +375,16 @@ partition_b() {
   local cut_seen="" restored_seen=""
   for i in $(seq 1 $(( (cut_s + 120) * 10 ))); do
     [ -z "$cut_seen" ] && [ -e "$out/host.cut" ] && cut_seen=$(date -u +%FT%T.%6NZ)
+    # The lossless connection faulted and the lossy client is gone (it ends
+    # 2 s after its reset, --drain-timeout 2): the host may restore the link.
+    # It waits for this as well as for its CUT seconds, so that a guest the
+    # loaded host starved of CPU still sees its QPs give up, and so that the
+    # lossy client's DREQ certainly died in the cut with its process.
+    if [ -n "$cut_seen" ] && [ ! -e "$out/b.faulted" ] &&
+       grep -q "faulted in state" "$out/b-lossless.err" 2>/dev/null &&
+       ! kill -0 "$p_lossy" 2>/dev/null; then
+      touch "$out/b.faulted"
+    fi
     [ -e "$out/host.restored" ] && { restored_seen=$(date -u +%FT%T.%6NZ); break; }
     sleep 0.1
   done
@@ -398,6 +431,102 @@ partition_b() {
   touch "$out/b.done"
 }
 
+# ---------------------------------------------------------------- failover
+# RDMA -> TCP failover inside one lossless session across the wire
+# (docs/rdma-transport.md §12): both ends run async+rdma with the TCP
+# fallback. Guest a's server listens on both; guest b's client runs --verify
+# at a fixed rate while guest a drops every RoCEv2 packet it sends (tc: UDP
+# to port 4791, on eth0's egress) for 6 s (SIPHON_PAIR_ROCE_DOWN); IP and TCP stay
+# up. The session must move to TCP, move back to RDMA once a probe connects
+# after the drop is lifted, and lose, duplicate or reorder nothing; the
+# client's switch counters must equal its logged switches, one each way.
+# (Not `rdma link delete rxe0`: with a process holding rxe0 open, that
+# command blocks in the kernel until the process exits, docs/testing-rxe.md.)
+failover_conf() {
+  conf "$work/rdma.conf" "$(retry_conf)" "$(idle_conf)" \
+    "siphon_ms_fallback_type = async+posix" \
+    "siphon_ms_fallback_after = 1" \
+    "siphon_ms_fallback_retry_interval = 2" \
+    "ms_connection_ready_timeout = 3" \
+    "debug_ms_session = 1" "$@"
+}
+failover_a() {
+  local down_s=${1:-6} i
+  failover_conf
+  start_bg server "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6830" \
+    --duration 280 --json "$out/a-server.json"
+  # Bound on both stacks: the RDMA address first, the TCP fallback's last.
+  grep -qE "server listening on \[v2:$ADDR:6830/[0-9]+,v2:$ADDR:[0-9]+/[0-9]+\]" "$out/a-server.err" "$out/a-server.out" ||
+    fail "the server does not advertise a fallback address: $(grep -h 'listening on' "$out"/a-server.* | head -n1)"
+  touch "$out/a.ready"
+  wait_for "$out/b.flowing" 120 "traffic from guest b"
+  sleep 1
+  # Every RoCEv2 packet this guest sends is dropped: its RC ACKs, READ
+  # responses, SENDs and the CM's MADs (UD on QP1, also UDP 4791).
+  tc qdisc add dev "$SIPHON_RXE_NETDEV" root handle 1: prio || fail "tc qdisc add failed"
+  tc filter add dev "$SIPHON_RXE_NETDEV" parent 1: protocol ip prio 1 u32 \
+    match ip protocol 17 0xff match ip dport 4791 0xffff action drop || fail "tc filter add failed"
+  date +%s.%N >"$out/a.roce-down"
+  log "RoCEv2 dropped on $SIPHON_RXE_NETDEV's egress for ${down_s} s (IP and TCP stay up)"
+  # At least down_s seconds, and until guest b's session is on TCP (b.on-tcp;
+  # at most 90 s): on a loaded host a starved guest may need longer.
+  sleep "$down_s"
+  for i in $(seq 1 450); do
+    [ -e "$out/b.on-tcp" ] && break
+    [ -e "$out/b.failed" ] && fail "guest b failed: $(cat "$out/b.failed")"
+    sleep 0.2
+  done
+  [ -e "$out/b.on-tcp" ] || log "guest b's session did not switch to TCP within 90 s of the drop; lifting it"
+  log "RoCE drop counters: $(tc -s filter show dev "$SIPHON_RXE_NETDEV" parent 1: | grep -o 'Sent [0-9]* bytes [0-9]* pkt' | head -n1)"
+  tc qdisc del dev "$SIPHON_RXE_NETDEV" root || fail "tc qdisc del failed"
+  date +%s.%N >"$out/a.roce-up"
+  log "RoCEv2 flows again"
+  wait_for "$out/b.done" 240 "end of guest b's run"
+  stop_wait "$pid_server" "the server"
+  expect "$out/a-server.json" fallback_switches -eq 0 "the accepting side never switches (the client decides)"
+}
+failover_b() {
+  failover_conf
+  wait_for "$out/a.ready" 120 "the server in guest a"
+  # 30 s at 20 per second: the drop (from about 2 s in, 6 s long, up to
+  # twice that on a loaded host), the probe that finds RDMA back (every 2 s)
+  # and some seconds over RDMA again all fit in it.
+  local n=${SIPHON_PAIR_FAILOVER_COUNT:-600} c=$out/b-client.json k st=0 i
+  "$bench" -c "$work/rdma.conf" client --target "$PEER:6830" --count "$n" --rate 20 \
+    --size-dist 100:50,32K:50 --verify --quiet --connect-timeout 60 --drain-timeout 150 \
+    --json "$c" >"$out/b-client.out" 2>"$out/b-client.err" &
+  local p=$!
+  pids+=("$p")
+  for i in $(seq 1 600); do
+    grep -q 'rdma_cm connections use' "$out/b-client.err" 2>/dev/null && break
+    sleep 0.1
+  done
+  sleep 1
+  touch "$out/b.flowing"
+  log "traffic flowing over RDMA; guest a drops RoCEv2 next"
+  # Tell guest a when the session is on TCP (it lifts the drop after that).
+  while kill -0 "$p" 2>/dev/null; do
+    grep -q "switches from async+rdma to async+posix" "$out/b-client.err" 2>/dev/null && { touch "$out/b.on-tcp"; break; }
+    sleep 0.2
+  done
+  wait "$p" || st=$?
+  [ "$st" -eq 0 ] || fail "the client exited with status $st"
+  grep -q '"ms_type":"async+rdma"' "$c" || fail "the client did not run async+rdma"
+  expect "$c" checked -eq "$n" "--verify checked every message"
+  for k in lost duplicated reordered corrupted; do expect "$c" $k -eq 0 "through the failover and back: nothing $k"; done
+  expect "$c" errors -eq 0 "no errors: the application never saw a reset"
+  local to_tcp to_rdma
+  to_tcp=$(grep -c "switches from async+rdma to async+posix" "$out/b-client.err" || true)
+  to_rdma=$(grep -c "switches from async+posix back to async+rdma" "$out/b-client.err" || true)
+  [ "$to_tcp" -ge 1 ] || fail "the session never switched to TCP (no 'switches from async+rdma to async+posix' line)"
+  [ "$to_rdma" -ge 1 ] || fail "the session never came back to RDMA (no 'switches ... back to async+rdma' line)"
+  expect "$c" fallback_switches -eq "$to_tcp" "the fallback counter equals the logged switches to TCP"
+  expect "$c" primary_switches -eq "$to_rdma" "the primary counter equals the logged switches back to RDMA"
+  log "client: $n messages, --verify clean; switches to TCP $to_tcp, back to RDMA $to_rdma (counters agree)"
+  grep -h "switches from" "$out/b-client.err" | cut -c1-200
+  touch "$out/b.done"
+}
+
 case "$scenario" in
   wire)
     mtu=${4:?path MTU}
@@ -420,6 +549,9 @@ case "$scenario" in
   partition)
     "partition_$role" "$@"
     ;;
-  *) echo "unknown scenario '$scenario' (wire, partition)" >&2; exit 2 ;;
+  failover)
+    "failover_$role" "${4:-6}"
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition, failover)" >&2; exit 2 ;;
 esac
 log "passed"

@@ -16,11 +16,16 @@
 #       ), then restored;
 #       the guests check the outcome, the host prints detection and recovery
 #       times (OUT_DIR/partition-times.txt).
+#   pair_test.sh failover SIPHON_BENCH SIPHON_OBJD OUT_DIR
+#       RDMA -> TCP failover and back inside one lossless session: guest a
+#       drops its RoCEv2 packets (tc, UDP port 4791) for
+#       SIPHON_PAIR_ROCE_DOWN seconds (default 6) while guest b's client runs
+#       --verify; the guests check the outcome (pair_guest.sh).
 #
 # Exit 0 pass, 1 fail (run-pair's status otherwise: 124 timeout, 125 setup).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-scenario=${1:?usage: pair_test.sh wire|partition SIPHON_BENCH SIPHON_OBJD OUT_DIR [PATH_MTU TOS]}
+scenario=${1:?usage: pair_test.sh wire|partition|failover SIPHON_BENCH SIPHON_OBJD OUT_DIR [PATH_MTU TOS]}
 bench=$2
 objd=$3
 out=$4
@@ -31,6 +36,12 @@ log() { echo "pair-test: $*"; }
 mkdir -p -- "$out"
 out=$(readlink -f -- "$out")
 rm -f -- "$out"/wire.pcap
+# The previous run's signal and result files, before either guest boots: a
+# guest that boots faster than the other must not take the other's old
+# a.ready or b.flowing for a new one (and start its half early), nor have
+# its fresh output removed by the other's cleanup (pair_guest.sh).
+rm -f -- "$out"/*.ready "$out"/*.done "$out"/*.failed "$out"/*.flowing "$out"/host.* \
+  "$out"/[ab]-* "$out"/[ab].* "$out"/*.addr "$out"/partition-times.txt
 
 case "$scenario" in
   wire)
@@ -65,6 +76,15 @@ case "$scenario" in
       date +%s%N >"$out/host.cut"
       log "link cut at guest a's NIC (set_link wire0 off) for ${cut_s} s"
       sleep "$cut_s"
+      # ... and until both of guest b's clients saw their connections fault
+      # (b.faulted; at most 90 s more): on a loaded host a guest starved of
+      # CPU may not have lived through the whole cut.
+      for _ in $(seq 1 450); do
+        [ -e "$out/b.faulted" ] && break
+        kill -0 "$pair" 2>/dev/null || break
+        sleep 0.2
+      done
+      [ -e "$out/b.faulted" ] || log "warning: guest b reported no fault of its clients; restoring the link anyway"
       "$here/hmp" "$mon/a.mon" set_link wire0 on || log "warning: set_link on failed"
       date +%s%N >"$out/host.restored"
       log "link restored"
@@ -90,6 +110,13 @@ print("pair-test: partition: " + line)
 d.joinpath("partition-times.txt").write_text(line + "\n")
 PY
     ;;
-  *) echo "unknown scenario '$scenario' (wire, partition)" >&2; exit 2 ;;
+  failover)
+    down_s=${SIPHON_PAIR_ROCE_DOWN:-6}
+    st=0
+    "$here/run-pair" --cache "$cache" --timeout "$timeout_s" --out "$out" -- \
+      "$here/pair_guest.sh" failover "$bench" "$objd" "$down_s" || st=$?
+    [ "$st" -eq 0 ] || { log "FAILED: the guests reported status $st"; exit "$st"; }
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition, failover)" >&2; exit 2 ;;
 esac
 log "passed"
