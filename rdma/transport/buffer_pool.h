@@ -153,7 +153,7 @@ class BufferPool {
   // reference to it drops, on whatever thread that happens.
   static BufferPtr wrap(PoolBuffer* buf, std::size_t len) noexcept;
   // Whether `seg` is one of this pool's buffers (e.g. received data that an
-  // application sends on: rdma_transfer.cc, queue_bulk).
+  // application sends on: BulkTransfers::offer, bulk_transfers_impl.h).
   bool owns(const Segment& seg) const noexcept;
 
   const PoolConfig& config() const noexcept { return config_; }

@@ -30,7 +30,8 @@ RdmaConnection::RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::uniq
       client_(client),
       peer_(std::move(peer)),
       state_(client ? State::resolving : State::accepting),
-      stream_(shared.opts.common.frame_limits) {
+      stream_(shared.opts.common.frame_limits),
+      bulk_(shared, worker.recv_cache(), worker.counters(), worker.io(), BulkPort{*this}) {
   shared_.connections.fetch_add(1, std::memory_order_relaxed);
   shared_.counters.connections_created.fetch_add(1, std::memory_order_relaxed);
 }
@@ -50,9 +51,7 @@ RdmaConnection::~RdmaConnection() {
       (ctx->kind == WrCtx::Kind::send ? *shared_.send_pool : *shared_.recv_pool).put(ctx->buf);
       ctx->buf = nullptr;
     }
-  for (auto& item : inq_)
-    if (item.transfer)
-      for (auto& [buf, len] : item.transfer->chunks) shared_.recv_pool->put(buf);
+  bulk_.release_buffers();
   if (cq_reserved_) worker_.release_cq(cq_entries_);
   release_srq_reservation();
   if (counted_active_) shared_.counters.connections_active.fetch_sub(1, std::memory_order_relaxed);
@@ -342,7 +341,6 @@ void RdmaConnection::close() {
 void RdmaConnection::begin_drain() {
   if (state_ == State::closing || state_ == State::closed) return;
   state_ = State::closing;
-  if (transfer_timer_) transfer_timer_->cancel();
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   (void)id_->disconnect();
   if (qp_) {
@@ -360,8 +358,7 @@ void RdmaConnection::begin_drain() {
   outq_.clear();
   queued_bytes_ = 0;
   stream_.reset();
-  read_queue_.clear();
-  out_transfers_.clear();  // the QP is in ERR: the peer can no longer read them
+  bulk_.stop();  // the QP is in ERR: the peer can no longer read what we offered
   post_drain_marker();
   finish_if_drained();
 }
@@ -423,11 +420,8 @@ transport::TransportInfo RdmaConnection::info() const {
     r.credits_owed = credits_->owed();
     r.my_window = credits_->my_window();
   }
-  r.outstanding_transfers_out = out_transfers_.size();
-  std::uint64_t in = 0;
-  for (const InItem& it : inq_)
-    if (it.transfer) ++in;
-  r.outstanding_transfers_in = in;
+  r.outstanding_transfers_out = bulk_.out_count();
+  r.outstanding_transfers_in = bulk_.in_count();
   r.send_wrs_in_flight = static_cast<std::uint32_t>(sq_fifo_.size());
   r.posted_recvs = posted_recvs_;
   r.srq_reserved = srq_reserved_;

@@ -4,7 +4,6 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <deque>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -15,10 +14,10 @@
 #include "msgr/transport/frame_stream.h"
 #include "msgr/transport/transport.h"
 #include "rdma/provider.h"
+#include "rdma/transport/bulk_transfers.h"
 #include "rdma/transport/credits.h"
 #include "rdma/transport/rdma_shared.h"
 #include "rdma/transport/rdma_worker.h"
-#include "rdma/transport/transfer.h"
 #include "rdma/transport/rdma_wire.h"
 #include "rdma/transport/wr_ctx.h"
 
@@ -87,8 +86,8 @@ class RdmaConnection final : public transport::Connection {
   // Orthogonal to the state: paused_ (pause_receive), over_high_water_ and
   // stalled_ (send side), and the flags that record a resource held or a
   // callback pending (cq_reserved_, srq_reserved_, counted_active_,
-  // kick_posted_, retry_pending_, transfer_timer_armed_,
-  // drain_marker_posted_).
+  // kick_posted_, retry_pending_, drain_marker_posted_; the transfer
+  // timer's is bulk_'s).
   enum class State { resolving, connecting, accepting, established, running, closing, closed };
   // Frames may be sent: the QP is up and the connection not closing.
   bool open() const noexcept { return state_ == State::established || state_ == State::running; }
@@ -113,9 +112,6 @@ class RdmaConnection final : public transport::Connection {
   void pump();
   void add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload);
   void flush_batch();
-  void add_binds(std::uint64_t id);
-  void issue_reads();
-  bool reserve_transfer(InTransfer& t);
   void drain_inbound();
   void feed(BufferList&& bytes);
   void deliver_frames();
@@ -139,23 +135,37 @@ class RdmaConnection final : public transport::Connection {
   // completion (on_completion), and by a 1 ms timer as a backstop (teardown
   // only, rare: nothing on the data path polls).
   void schedule_retry();
-  // A pool had no buffer: retry issue_reads() and pump() when one comes
+  // A pool had no buffer: retry bulk_.issue_reads() and pump() when one comes
   // back (BufferPool::notify_on_release), not on a timer. One wait per pool.
-  std::size_t chunks_needed(const InTransfer& t) const;
   void wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pending, std::size_t want = 1);
+  // A MESSAGE's data offered for the peer to READ (bulk_.offer()): the
+  // frame's bytes before the data, the read_request, the bytes after it.
   std::error_code queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t data_off);
   WrCtx* new_ctx(WrCtx::Kind kind);
   void free_ctx(WrCtx* ctx) noexcept;
   // A receive whose bytes are done with: back to the SRQ, or to the pool.
   void drop_recv(WrCtx* ctx) noexcept;
   void release_srq_reservation() noexcept;
-  // ms_async_rdma_transfer_timeout (rdma_connection.cc): `since` = now, and
-  // the transfer timer armed if it is not. On expiry, a transfer older than
-  // the timeout faults the connection; otherwise the timer re-arms for the
-  // oldest transfer left (none: it stays idle).
-  void transfer_started(MonoClock::time_point& since);
-  void arm_transfer_timer(MonoClock::duration after);
-  void on_transfer_timer();
+
+  // What the zero-copy transfers (bulk_) may do to the connection: post to
+  // its send queue, queue a read_done, fault it, wait for receive buffers.
+  // One reference; every function inline (below the class), so a call
+  // through the port is a direct call into the connection, as before the
+  // split. A nested class: it reaches the connection's private parts, and
+  // nothing else can.
+  struct BulkPort {
+    RdmaConnection& c;
+    bool open() const noexcept { return c.open(); }
+    std::uint32_t qp_num() const noexcept { return c.qp_num(); }
+    std::uint32_t send_queue_depth() const noexcept { return c.sq_depth_; }
+    bool send_queue_full() const noexcept { return c.sq_fifo_.size() >= c.sq_depth_; }
+    WrCtx* post(WrCtx::Kind kind, SendWr wr, const Sge* sge);
+    void flush() { c.flush_batch(); }
+    void queue_read_done(std::uint64_t id);
+    void fault(std::error_code ec, std::string reason) { c.fault(ec, std::move(reason)); }
+    void wait_for_recv_buffers(std::size_t n);
+    std::weak_ptr<void> keepalive() const { return c.weak_from_this(); }
+  };
 
   // A ConnectionRef may outlive the stack: these keep the PD, pools, CQ and
   // device alive until the last connection is gone. (The cycle through the
@@ -217,8 +227,6 @@ class RdmaConnection final : public transport::Connection {
   bool over_high_water_ = false;
   std::deque<WrCtx*> sq_fifo_;  // WRs on the send queue, in posting order
   std::uint32_t unsignaled_ = 0;
-  std::map<std::uint64_t, OutTransfer> out_transfers_;
-  std::uint64_t next_transfer_id_ = 1;
 
   // inbound
   std::uint32_t posted_recvs_ = 0;
@@ -230,17 +238,16 @@ class RdmaConnection final : public transport::Connection {
   std::deque<Held> held_;  // completions held while paused
   struct InItem {
     BufferList bytes;
-    std::unique_ptr<InTransfer> transfer;  // set: bulk bytes pulled by READ
+    bool transfer = false;  // bulk bytes pulled by READ: bulk_'s oldest transfer
   };
   std::deque<InItem> inq_;
-  std::deque<InTransfer*> read_queue_;  // transfers with reads left to issue
   bool paused_ = false;
+  // Zero-copy transfers in both directions (bulk_transfers.h).
+  BulkTransfers<BulkPort> bulk_;
 
   std::unique_ptr<boost::asio::steady_timer> retry_timer_;
   bool retry_pending_ = false;
   bool send_buffer_wait_ = false, recv_buffer_wait_ = false;  // wait_for_buffers() pending
-  std::unique_ptr<boost::asio::steady_timer> transfer_timer_;
-  bool transfer_timer_armed_ = false;
   std::vector<SendWr> batch_;  // reused: the data path does not allocate per post
   std::vector<Sge> sges_;
   std::vector<std::unique_ptr<WrCtx>> ctx_storage_;
@@ -252,5 +259,22 @@ class RdmaConnection final : public transport::Connection {
   bool counted_active_ = false;
   bool drain_marker_posted_ = false;
 };
+
+inline WrCtx* RdmaConnection::BulkPort::post(WrCtx::Kind kind, SendWr wr, const Sge* sge) {
+  WrCtx* ctx = c.new_ctx(kind);
+  wr.wr_id = reinterpret_cast<std::uint64_t>(ctx);
+  if (sge != nullptr) c.sges_.push_back(*sge);
+  c.batch_.push_back(wr);
+  c.sq_fifo_.push_back(ctx);
+  return ctx;
+}
+
+inline void RdmaConnection::BulkPort::queue_read_done(std::uint64_t id) {
+  c.outq_.push_front(OutItem::control(OutItem::Kind::read_done, id));
+}
+
+inline void RdmaConnection::BulkPort::wait_for_recv_buffers(std::size_t n) {
+  c.wait_for_buffers(*c.shared_.recv_pool, &RdmaConnection::recv_buffer_wait_, n);
+}
 
 }  // namespace siphon::rdma

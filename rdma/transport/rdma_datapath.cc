@@ -11,7 +11,9 @@
 // exposed only through a window bound to this connection's QP), the peer
 // pulls it with RDMA READ into its own pool, and its read_done revokes the
 // window and the registration. Both ends bound the transfer with
-// ms_async_rdma_transfer_timeout (rdma_connection.cc).
+// ms_async_rdma_transfer_timeout. The transfers themselves -- registrations,
+// READs, read_done, the timeout -- are bulk_'s (bulk_transfers.h); this file
+// queues and sends what they ask for.
 //
 // Inbound, every SEND's header is CRC-checked and parsed, and the peer's use
 // of our credits and update slots checked, when its completion arrives
@@ -247,6 +249,24 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
   return {};
 }
 
+// The data's registrations (and windows) are bulk_'s until the peer's
+// read_done; the outbound queue gets the frame's bytes up to the data, the
+// read_request in the data's place, and the rest of the frame.
+std::error_code RdmaConnection::queue_bulk(proto::Frame& frame, BufferList&& wire, std::size_t off) {
+  std::uint64_t id = 0;
+  std::vector<ReadDescriptor> regions;
+  if (const auto ec = bulk_.offer(frame, id, regions)) return ec;
+  const std::size_t len = frame.segments[3].length();
+  queued_bytes_ += wire.length();
+  outq_.push_back(OutItem::stream(wire.slice(0, off)));
+  OutItem rr = OutItem::control(OutItem::Kind::read_request, id);
+  rr.regions = std::move(regions);
+  rr.length = len;
+  outq_.push_back(std::move(rr));
+  outq_.push_back(OutItem::stream(wire.slice(off + len, wire.length() - off - len)));
+  return {};
+}
+
 void RdmaConnection::add_send(SendHeader& h, PoolBuffer* buf, std::uint32_t payload) {
   h.encode(reinterpret_cast<std::uint8_t*>(buf->data()));
   WrCtx* ctx = new_ctx(WrCtx::Kind::send);
@@ -289,7 +309,7 @@ void RdmaConnection::flush_batch() {
     WrCtx* e = sq_fifo_.back();
     sq_fifo_.pop_back();
     if (e->kind == WrCtx::Kind::send) shared_.send_pool->put(e->buf, &worker_.send_cache());
-    else if (e->transfer != nullptr) --e->transfer->reads_outstanding;
+    else if (e->transfer != nullptr) BulkTransfers<BulkPort>::read_unposted(*e->transfer);
     free_ctx(e);
   }
   fault(ec, "posting to the send queue failed");
@@ -334,7 +354,7 @@ void RdmaConnection::pump() {
         h.length = payload;
         break;
       case OutItem::Kind::read_request:
-        add_binds(item.id);
+        bulk_.read_request_sent(item.id);  // its window binds first; its read_done due from now
         h.type = SendType::read_request;
         h.id = item.id;
         h.length = static_cast<std::uint32_t>(item.length);
@@ -344,7 +364,6 @@ void RdmaConnection::pump() {
         }
         payload = static_cast<std::uint32_t>(ReadDescriptor::seal(out, item.regions.size()));
         queued_bytes_ -= item.length;
-        if (const auto t = out_transfers_.find(item.id); t != out_transfers_.end()) transfer_started(t->second.since);
         outq_.pop_front();
         break;
       case OutItem::Kind::read_done:
@@ -404,7 +423,7 @@ void RdmaConnection::wait_for_buffers(BufferPool& pool, bool RdmaConnection::*pe
     boost::asio::post(w.io(), [self = std::move(self), pending] {
       (*self).*pending = false;
       if (!self->open()) return;
-      self->issue_reads();
+      self->bulk_.issue_reads();
       self->pump();
     });
   }, want);
@@ -420,7 +439,7 @@ void RdmaConnection::schedule_retry() {
     self->retry_pending_ = false;
     if (e) return;
     if (self->state_ == State::closing) return self->post_drain_marker();
-    self->issue_reads();
+    self->bulk_.issue_reads();
     self->pump();
   });
 }
@@ -516,45 +535,31 @@ void RdmaConnection::process_recv(const Wc& wc, WrCtx* ctx, const SendHeader& h)
   bool data_class = true;
   switch (h.type) {
     case SendType::stream:
-      inq_.push_back({BufferList::copy_of(p + SendHeader::kSize, h.length), nullptr});
+      inq_.push_back({BufferList::copy_of(p + SendHeader::kSize, h.length), false});
       break;
     case SendType::read_request: {
-      auto t = std::make_unique<InTransfer>();
-      t->id = h.id;
-      t->length = h.length;
-      const std::size_t n = (received - SendHeader::kSize - ReadDescriptor::kCrcSize) / ReadDescriptor::kSize;
-      std::uint64_t total = 0;
-      bool ok = n <= kMaxReadDescriptors;
-      for (std::size_t i = 0; ok && i < n; ++i) {
-        const ReadDescriptor d = ReadDescriptor::decode(p + SendHeader::kSize + i * ReadDescriptor::kSize);
-        ok = d.length > 0;
-        total += d.length;
-        t->regions.push_back(d);
-      }
-      const std::uint64_t limit = shared_.max_read();
-      if (!ok || total != h.length || total > limit) {
+      std::string why;
+      if (const auto ec = bulk_.on_read_request(h, p, received, why)) {
         drop_recv(ctx);
-        return fault(errc::malformed_frame,
-                     total > limit ? fmt::format("peer offered a {}-byte zero-copy transfer; we take at most {}",
-                                                 total, limit)
-                                   : std::string("read request descriptors disagree with its length"));
+        return fault(ec, std::move(why));
       }
-      read_queue_.push_back(t.get());
-      inq_.push_back({BufferList{}, std::move(t)});
+      inq_.push_back({BufferList{}, true});
       break;
     }
-    case SendType::read_done:
-      if (out_transfers_.erase(h.id) == 0) {
+    case SendType::read_done: {
+      std::string why;
+      if (const auto ec = bulk_.on_read_done(h.id, why)) {
         drop_recv(ctx);
-        return fault(errc::malformed_frame, "read_done for a transfer that does not exist");
+        return fault(ec, std::move(why));
       }
       break;
+    }
     case SendType::credit_update:
       data_class = false;
       break;
   }
   repost(ctx, data_class);
-  issue_reads();
+  bulk_.issue_reads();
   drain_inbound();
   pump();
 }
@@ -568,18 +573,7 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
     if (e->kind == WrCtx::Kind::send) {
       shared_.send_pool->put(e->buf, &worker_.send_cache());
     } else if (e->kind == WrCtx::Kind::read && e->transfer != nullptr) {
-      InTransfer& t = *e->transfer;
-      --t.reads_outstanding;
-      // Every READ of the transfer done: the data is in our pool, and the
-      // peer's registrations can go now -- not when the frame reaches the
-      // head of inq_ and we are not paused. Tying read_done to delivery kept
-      // the peer's data pinned while we were paused or an older transfer
-      // waited for pool room, so two peers could each wait for the other's
-      // read_done (issue 19).
-      if (wc.status == WcStatus::success && t.ready() && !t.done_queued) {
-        t.done_queued = true;
-        outq_.push_front(OutItem::control(OutItem::Kind::read_done, t.id));
-      }
+      bulk_.read_retired(*e->transfer, wc.status == WcStatus::success);  // the last: read_done queued
     }
     free_ctx(e);
     if (e == ctx) break;
@@ -599,7 +593,7 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
       why += " (receiver not ready: a credit accounting bug)";
     return fault(to_error(wc.status), std::move(why));
   }
-  issue_reads();
+  bulk_.issue_reads();
   drain_inbound();
   pump();
 }
@@ -611,10 +605,9 @@ void RdmaConnection::drain_inbound() {
     InItem& item = inq_.front();
     BufferList bytes;
     if (item.transfer) {
-      if (!item.transfer->ready()) break;
-      for (auto& [buf, len] : item.transfer->chunks) bytes.append(BufferPool::wrap(buf, len));
-      item.transfer->chunks.clear();
-      // Its read_done went when the last READ completed (on_send_queue_completion).
+      // Transfers leave bulk_ in the order they arrived, as the stream does.
+      if (!bulk_.front_ready()) break;
+      bytes = bulk_.take_front();
     } else {
       bytes = std::move(item.bytes);
     }
