@@ -3,8 +3,27 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <mutex>
 #include <new>
+#include <utility>
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIPHON_BUFFER_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define SIPHON_BUFFER_ASAN 1
+#endif
+#ifdef SIPHON_BUFFER_ASAN
+#include <sanitizer/asan_interface.h>
+#else
+#define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
+#endif
+
+#include "msgr/base/buffer_cache.h"
 #include "msgr/base/crc32c.h"
 
 namespace siphon {
@@ -22,9 +41,109 @@ void release_heap(Segment* seg) noexcept {
   ::operator delete(static_cast<void*>(seg), std::align_val_t{kAlign});
 }
 
+// Large segments (a receive buffer sized for a 4 MiB frame, a secure frame's
+// plaintext) are recycled through a small process-wide cache instead of
+// going back to malloc. glibc serves such blocks with mmap, or from a heap
+// top that it trims on free, so each one came back as fresh pages: about
+// 1,000 page faults, each zeroing a page, per 4 MiB message. Measured with
+// siphon-bench (docs/performance.md, "Large buffers recycled"), that churn
+// made a 4 MiB secure stream cost 25 ms of CPU per message instead of 5
+// once the heap was in that state.
+//
+// Capacities round up to whole MiB so a block fits the next message of the
+// same size class; at most kLargeCacheBlocks blocks and kLargeCacheBytes
+// bytes are kept (the rest is freed), so the cache pins at most 64 MiB. One
+// mutex, taken once per large allocation and release (next to a 1 MiB+
+// copy). Under AddressSanitizer a cached block is poisoned, so a use after
+// release is still reported.
+constexpr std::size_t kLargeMin = std::size_t{1} << 20;
+constexpr std::size_t kLargeCacheBlocks = 16;
+constexpr std::size_t kLargeCacheBytes = std::size_t{64} << 20;
+
+struct LargeCache {
+  std::mutex mu;
+  std::size_t bytes = 0;  // capacity held in `blocks`
+  std::size_t hits = 0;
+  std::size_t misses = 0;
+  std::size_t count = 0;
+  std::array<std::pair<void*, std::size_t>, kLargeCacheBlocks> blocks{};  // (block, capacity)
+};
+
+// Never destroyed: a segment may be released by another static destructor.
+LargeCache& large_cache() {
+  static LargeCache* const cache = new LargeCache;
+  return *cache;
+}
+
+void release_large(Segment* seg) noexcept {
+  const std::size_t cap = seg->capacity();
+  seg->~Segment();
+  void* block = seg;
+  LargeCache& c = large_cache();
+  {
+    const std::lock_guard<std::mutex> lock(c.mu);
+    if (c.count < kLargeCacheBlocks && c.bytes + cap <= kLargeCacheBytes) {
+      ASAN_POISON_MEMORY_REGION(block, header_size() + cap);
+      c.blocks[c.count++] = {block, cap};
+      c.bytes += cap;
+      return;
+    }
+  }
+  ::operator delete(block, std::align_val_t{kAlign});
+}
+
+Segment* allocate_large(std::size_t capacity) {
+  const std::size_t cap = (capacity + kLargeMin - 1) / kLargeMin * kLargeMin;
+  LargeCache& c = large_cache();
+  void* block = nullptr;
+  {
+    const std::lock_guard<std::mutex> lock(c.mu);
+    for (std::size_t i = c.count; i-- > 0;) {  // the most recently released first: its pages are warm
+      if (c.blocks[i].second != cap) continue;
+      block = c.blocks[i].first;
+      c.blocks[i] = c.blocks[--c.count];
+      c.bytes -= cap;
+      ++c.hits;
+      break;
+    }
+    if (block == nullptr) ++c.misses;
+  }
+  if (block != nullptr) {
+    ASAN_UNPOISON_MEMORY_REGION(block, header_size() + cap);
+  } else {
+    block = ::operator new(header_size() + cap, std::align_val_t{kAlign});
+  }
+  auto* data = static_cast<std::byte*>(block) + header_size();
+  return new (block) Segment(data, cap, &release_large);
+}
+
 }  // namespace
 
+LargeSegmentCacheStats large_segment_cache_stats() {
+  LargeCache& c = large_cache();
+  const std::lock_guard<std::mutex> lock(c.mu);
+  return {c.count, c.bytes, c.hits, c.misses};
+}
+
+void large_segment_cache_clear() {
+  LargeCache& c = large_cache();
+  std::array<std::pair<void*, std::size_t>, kLargeCacheBlocks> out{};
+  std::size_t n = 0;
+  {
+    const std::lock_guard<std::mutex> lock(c.mu);
+    n = c.count;
+    for (std::size_t i = 0; i < n; ++i) out[i] = c.blocks[i];
+    c.count = 0;
+    c.bytes = 0;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    ASAN_UNPOISON_MEMORY_REGION(out[i].first, header_size() + out[i].second);
+    ::operator delete(out[i].first, std::align_val_t{kAlign});
+  }
+}
+
 Segment* Segment::allocate(std::size_t capacity) {
+  if (capacity >= kLargeMin) return allocate_large(capacity);
   void* block = ::operator new(header_size() + capacity, std::align_val_t{kAlign});
   auto* data = static_cast<std::byte*>(block) + header_size();
   return new (block) Segment(data, capacity, &release_heap);

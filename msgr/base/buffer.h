@@ -42,8 +42,12 @@ class Segment {
   // (and its header, which it allocated).
   using ReleaseFn = void (*)(Segment* seg) noexcept;
 
-  // Heap segment with room for `capacity` bytes, 64-byte aligned.
+  // Heap segment with room for at least `capacity` bytes, 64-byte aligned.
+  // From 1 MiB up, the capacity is rounded up to whole MiB and the block is
+  // recycled through a small process-wide cache (buffer.cc says why;
+  // buffer_cache.h has its statistics).
   static Segment* allocate(std::size_t capacity);
+
 
   // A segment header over memory the caller owns. Typically embedded in a
   // pool's own bookkeeping; `release` returns it to the pool.

@@ -1,9 +1,12 @@
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <numeric>
 #include <string>
+#include <vector>
 
 #include "msgr/base/buffer.h"
+#include "msgr/base/buffer_cache.h"
 
 namespace siphon {
 namespace {
@@ -144,6 +147,56 @@ TEST(BufferList, RegisteredSegmentsKeepKeysAndReturnToOwner) {
   EXPECT_EQ(pool.released, 1);
   BufferList heap = BufferList::copy_of("x");
   EXPECT_EQ(heap.ptrs()[0].keys(), nullptr);
+}
+
+// Large segments come back from a bounded cache instead of fresh pages
+// (buffer.cc): a released 4 MiB block serves the next allocation of its
+// size class, the cache keeps at most 16 blocks / 64 MiB, and small
+// segments never enter it.
+TEST(Segment, LargeBlocksAreRecycledWithinBounds) {
+  constexpr std::size_t kMiB = std::size_t{1} << 20;
+  large_segment_cache_clear();  // what earlier tests left
+  ASSERT_EQ(large_segment_cache_stats().blocks, 0u);
+
+  // Rounded up to whole MiB.
+  Segment* a = Segment::allocate(4 * kMiB + 100);
+  EXPECT_EQ(a->capacity(), 5 * kMiB);
+  std::byte* const a_data = a->data();
+  std::memset(a_data, 0xab, a->capacity());  // every byte of the rounded capacity is usable
+  const auto before = large_segment_cache_stats();
+  { BufferPtr hold(a, 0, 0); }  // the last reference goes: into the cache
+  EXPECT_EQ(large_segment_cache_stats().blocks, 1u);
+  EXPECT_EQ(large_segment_cache_stats().bytes, 5 * kMiB);
+
+  // The same class is served from the cache, the same block.
+  BufferPtr b(Segment::allocate(4 * kMiB + 4096), 0, 0);
+  EXPECT_EQ(b.segment()->data(), a_data);
+  EXPECT_EQ(b.segment()->use_count(), 1u);
+  EXPECT_EQ(large_segment_cache_stats().hits, before.hits + 1);
+  EXPECT_EQ(large_segment_cache_stats().blocks, 0u);
+  // Another class is not.
+  BufferPtr c(Segment::allocate(2 * kMiB), 0, 0);
+  EXPECT_NE(c.segment()->data(), a_data);
+  EXPECT_EQ(c.segment()->capacity(), 2 * kMiB);
+
+  // Bounded: 20 blocks of 5 MiB released, at most 64 MiB (12 of them) kept.
+  {
+    std::vector<BufferPtr> many;
+    for (int i = 0; i < 20; ++i) many.emplace_back(Segment::allocate(5 * kMiB), 0, 0);
+  }
+  const auto after = large_segment_cache_stats();
+  EXPECT_LE(after.bytes, 64 * kMiB);
+  EXPECT_LE(after.blocks, 16u);
+  EXPECT_EQ(after.blocks, 12u);
+
+  // Below 1 MiB nothing is cached and the capacity is exact.
+  const auto small_before = large_segment_cache_stats();
+  {
+    BufferPtr small(Segment::allocate(kMiB - 1), 0, 0);
+    EXPECT_EQ(small.segment()->capacity(), kMiB - 1);
+  }
+  EXPECT_EQ(large_segment_cache_stats().blocks, small_before.blocks);
+  EXPECT_EQ(large_segment_cache_stats().misses, small_before.misses);
 }
 
 }  // namespace
