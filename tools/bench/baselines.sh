@@ -172,20 +172,24 @@ else:
 EOF
 }
 
-ucx_rtt() {  # MESSAGE_SIZE -> "p50 avg" round trips (µs), or nothing
-  local port out
+# ucx_pair CLIENT_ARGS...: a ucx_perftest server and one client run over
+# UCX's TCP transport; the client's output goes to $tmp/ucx.log.
+ucx_pair() {
+  local port
   port=$(free_port)
   UCX_TLS=tcp UCX_NET_DEVICES=lo $(server_cpu) ucx_perftest -p "$port" >"$tmp/ucx-server.log" 2>&1 &
   local upid=$!
   sleep 1
-  out="$tmp/ucx.log"
-  UCX_TLS=tcp UCX_NET_DEVICES=lo $(client_cpu) ucx_perftest 127.0.0.1 -p "$port" -t tag_lat -s "$1" -n $((4000 * seconds)) -w $((400 * seconds)) \
-    >"$out" 2>&1 || true
+  UCX_TLS=tcp UCX_NET_DEVICES=lo $(client_cpu) ucx_perftest 127.0.0.1 -p "$port" "$@" >"$tmp/ucx.log" 2>&1 || true
   kill "$upid" 2>/dev/null || true
   wait "$upid" 2>/dev/null || true
+}
+
+ucx_rtt() {  # MESSAGE_SIZE -> "p50 avg" round trips (µs), or nothing
+  ucx_pair -t tag_lat -s "$1" -n $((4000 * seconds)) -w $((400 * seconds))
   # The closing line (UCX 1.13): "Final: ITERATIONS P50 AVERAGE OVERALL ...",
   # latencies in µs, one way.
-  python3 - "$out" <<'EOF'
+  python3 - "$tmp/ucx.log" <<'EOF'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] == ["Final:"]]
 if rows:
@@ -195,19 +199,10 @@ EOF
 }
 
 ucx_am_rate() {  # MESSAGE_SIZE -> one-way messages/s (ucp_am_bw, 64 outstanding), or nothing
-  local port out
-  port=$(free_port)
-  UCX_TLS=tcp UCX_NET_DEVICES=lo $(server_cpu) ucx_perftest -p "$port" >"$tmp/ucx-server.log" 2>&1 &
-  local upid=$!
-  sleep 1
-  out="$tmp/ucx.log"
-  UCX_TLS=tcp UCX_NET_DEVICES=lo $(client_cpu) ucx_perftest 127.0.0.1 -p "$port" -t ucp_am_bw -s "$1" -O 64 \
-    -n $((60000 * seconds)) -w $((6000 * seconds)) >"$out" 2>&1 || true
-  kill "$upid" 2>/dev/null || true
-  wait "$upid" 2>/dev/null || true
+  ucx_pair -t ucp_am_bw -s "$1" -O 64 -n $((60000 * seconds)) -w $((6000 * seconds))
   # "Final: ITERATIONS LAT_TYPICAL LAT_AVG LAT_OVERALL MB/s_AVG MB/s_OVERALL
   # MSGS/s_AVG MSGS/s_OVERALL": the overall message rate.
-  python3 - "$out" <<'EOF'
+  python3 - "$tmp/ucx.log" <<'EOF'
 import sys
 rows = [l.split() for l in open(sys.argv[1]) if l.split()[:1] == ["Final:"]]
 if rows and len(rows[-1]) >= 9:

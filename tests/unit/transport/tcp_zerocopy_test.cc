@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <optional>
 #include <thread>
 
 namespace siphon::transport::test {
@@ -94,7 +95,24 @@ bool intact(const proto::Frame& f, std::size_t n, std::uint8_t seed) {
   return f.segments[3].length() == n && f.segments[3].crc32c(0) == big_frame(n, seed).segments[3].crc32c(0);
 }
 
-class TcpZeroCopyTest : public TcpFixture {};
+class TcpZeroCopyTest : public TcpFixture {
+ protected:
+  // Stacks with zero-copy kept on, a connected pair whose server does not
+  // read, and obs's 4 MiB frame sent by the client with MSG_ZEROCOPY.
+  void start_outstanding_send(Observed& obs, std::optional<Pair>& out) {
+    make_stacks(test_options(1), zc_options(64u << 10, /*check_copies=*/false));
+    const auto addr = listen();
+    ASSERT_TRUE(addr);
+    out.emplace(connect_pair(*addr));
+    Pair& p = *out;
+    ASSERT_TRUE(p.client.rec->wait_established());
+    ASSERT_TRUE(p.server.rec->wait_established());
+    run_on(p.server.conn->worker(), [&] { p.server.conn->pause_receive(true); });
+    obs.conn = tcp(p.client.conn).get();
+    ASSERT_FALSE(send(p.client.conn, obs.frame()));
+    ASSERT_TRUE(eventually_on(p.client.conn, [&] { return tcp(p.client.conn)->stats().zc_sends > 0; }));
+  }
+};
 
 // Frames of 0 B to 8 MiB with zero-copy kept on (loopback would switch it
 // off): every frame arrives intact and in order, the qualifying ones went
@@ -185,17 +203,10 @@ TEST_F(TcpZeroCopyTest, ABufferIsReleasedOnlyAfterTheKernelCompletedItsSends) {
 // socket is kept (shut down) until the completions arrive, and only then is
 // the buffer released.
 TEST_F(TcpZeroCopyTest, CloseWithSendsOutstandingReleasesAfterTheCompletions) {
-  make_stacks(test_options(1), zc_options(64u << 10, /*check_copies=*/false));
-  const auto addr = listen();
-  ASSERT_TRUE(addr);
-  Pair p = connect_pair(*addr);
-  ASSERT_TRUE(p.client.rec->wait_established());
-  ASSERT_TRUE(p.server.rec->wait_established());
-  run_on(p.server.conn->worker(), [&] { p.server.conn->pause_receive(true); });
   Observed obs(4u << 20);
-  obs.conn = tcp(p.client.conn).get();
-  ASSERT_FALSE(send(p.client.conn, obs.frame()));
-  ASSERT_TRUE(eventually_on(p.client.conn, [&] { return tcp(p.client.conn)->stats().zc_sends > 0; }));
+  std::optional<Pair> pair;
+  ASSERT_NO_FATAL_FAILURE(start_outstanding_send(obs, pair));
+  Pair& p = *pair;
   run_on(p.client.conn->worker(), [&] {
     p.client.conn->close();
     EXPECT_FALSE(obs.released.load()) << "close() released a buffer the kernel may still read";
@@ -210,17 +221,10 @@ TEST_F(TcpZeroCopyTest, CloseWithSendsOutstandingReleasesAfterTheCompletions) {
 // linger bound the connection is reset, which makes the kernel drop (and
 // complete) what it held; the buffer is then released, nothing leaks.
 TEST_F(TcpZeroCopyTest, CloseWithAPeerThatNeverReadsResetsThenReleases) {
-  make_stacks(test_options(1), zc_options(64u << 10, /*check_copies=*/false));
-  const auto addr = listen();
-  ASSERT_TRUE(addr);
-  Pair p = connect_pair(*addr);
-  ASSERT_TRUE(p.client.rec->wait_established());
-  ASSERT_TRUE(p.server.rec->wait_established());
-  run_on(p.server.conn->worker(), [&] { p.server.conn->pause_receive(true); });
   Observed obs(4u << 20);
-  obs.conn = tcp(p.client.conn).get();
-  ASSERT_FALSE(send(p.client.conn, obs.frame()));
-  ASSERT_TRUE(eventually_on(p.client.conn, [&] { return tcp(p.client.conn)->stats().zc_sends > 0; }));
+  std::optional<Pair> pair;
+  ASSERT_NO_FATAL_FAILURE(start_outstanding_send(obs, pair));
+  Pair& p = *pair;
   const auto t0 = Clock::now();
   run_on(p.client.conn->worker(), [&] { p.client.conn->close(); });
   ASSERT_TRUE(eventually_on(p.client.conn, [&] { return obs.released.load(); }, 10s));
