@@ -744,6 +744,25 @@ bool wait_logged(std::string_view text, std::chrono::milliseconds timeout = 15s)
 
 // Uses up every free descriptor of the process (under a soft limit of at
 // most 4096) and gives them back when destroyed.
+//
+// Not under UBSan's vptr check (the asan preset): on every miss in its
+// 128-entry type cache, clang 14's runtime reads the object's vtable through
+// a new pipe (IsAccessibleMemoryRange); with no descriptor left that fails
+// and is reported as "invalid vptr" on whichever polymorphic call comes next
+// (CI saw it in fmt's buffer and Asio's timer queue). Warming the cache first
+// cannot help, since entries are evicted by collisions. The tests using this
+// run in the debug, release and TSan builds.
+#if defined(SIPHON_UBSAN_VPTR)
+inline constexpr bool kCanExhaustDescriptors = false;
+#else
+inline constexpr bool kCanExhaustDescriptors = true;
+#endif
+#define SKIP_UNLESS_DESCRIPTORS_CAN_RUN_OUT()                                               \
+  if (!kCanExhaustDescriptors)                                                              \
+  GTEST_SKIP() << "UBSan's vptr check opens a pipe on a type-cache miss, so it reports a false " \
+                  "'invalid vptr' once descriptors run out; this test runs in the debug, "   \
+                  "release and TSan builds"
+
 class DescriptorExhaustion {
  public:
   DescriptorExhaustion() {
@@ -803,6 +822,7 @@ bool process_listens_on(std::uint16_t port) {
 // has failed one time more than the option allows, the listener closes with
 // an error naming the cause, and connections it accepted before go on.
 TEST_F(TcpFixture, AListenerClosesAfterMaxAcceptFailuresAndItsConnectionsGoOn) {
+  SKIP_UNLESS_DESCRIPTORS_CAN_RUN_OUT();
   TcpOptions so = test_options(1);
   so.max_accept_failures = 2;
   make_stacks(so, test_options(1));
@@ -865,6 +885,7 @@ TEST_F(TcpFixture, AListenerClosesAfterMaxAcceptFailuresAndItsConnectionsGoOn) {
 // Below the limit a failure is retried (every 100 ms) and the listener
 // accepts again once descriptors are back.
 TEST_F(TcpFixture, AcceptFailuresBelowTheLimitAreRetried) {
+  SKIP_UNLESS_DESCRIPTORS_CAN_RUN_OUT();
   TcpOptions so = test_options(1);
   so.max_accept_failures = 1000;
   make_stacks(so, test_options(1));
