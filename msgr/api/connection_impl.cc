@@ -714,6 +714,7 @@ void ConnectionImpl::on_idle_tick(std::uint64_t gen, std::chrono::nanoseconds ti
     idle_for_ += tick;
   }
   if (idle_for_ >= o.ms_connection_idle_timeout) {
+    core_->counters.idle_timeouts.fetch_add(1);
     fault(make_error_code(errc::timed_out), "ms_connection_idle_timeout: no traffic");
     return;
   }

@@ -75,6 +75,7 @@ struct MessengerStats {
   std::uint64_t decrypt_errors = 0;       // secure-mode frames whose GCM tag failed (connection faulted)
   std::uint64_t fallback_switches = 0;    // sessions that moved from the primary stack to the fallback one
   std::uint64_t primary_switches = 0;     // sessions that moved back from the fallback stack to the primary
+  std::uint64_t idle_timeouts = 0;        // connections faulted by ms_connection_idle_timeout (no traffic)
   // Gauges (current values, not monotonic):
   std::uint64_t connections = 0;          // connections open or closing (sessions and handshakes)
   std::uint64_t undispatched_bytes = 0;   // received message bytes queued for dispatch (what

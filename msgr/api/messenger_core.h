@@ -61,7 +61,8 @@ struct Counters {
         auth_accepted(l, l_siphon_msgr_auth_accepted),
         decrypt_errors(l, l_siphon_msgr_decrypt_errors),
         fallback_switches(l, l_siphon_msgr_fallback_switches),
-        primary_switches(l, l_siphon_msgr_primary_switches) {}
+        primary_switches(l, l_siphon_msgr_primary_switches),
+        idle_timeouts(l, l_siphon_msgr_idle_timeouts) {}
   std::atomic<std::uint64_t> messages_sent{0};
   std::atomic<std::uint64_t> messages_received{0};
   MessengerCounter messages_replayed;
@@ -79,6 +80,7 @@ struct Counters {
   MessengerCounter decrypt_errors;
   MessengerCounter fallback_switches;
   MessengerCounter primary_switches;
+  MessengerCounter idle_timeouts;
 };
 
 class MessengerCore : public std::enable_shared_from_this<MessengerCore> {

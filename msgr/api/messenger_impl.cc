@@ -174,6 +174,7 @@ class MessengerImpl final : public Messenger {
     s.decrypt_errors = c.decrypt_errors.load();
     s.fallback_switches = c.fallback_switches.load();
     s.primary_switches = c.primary_switches.load();
+    s.idle_timeouts = c.idle_timeouts.load();
     s.connections = core_->live_count();
     s.undispatched_bytes = core_->dispatch_bytes.load(std::memory_order_acquire);
     return s;

@@ -38,6 +38,8 @@ std::shared_ptr<perf::Logger> make_messenger_logger(const std::string& entity) {
                     perf::kInteresting);
   b.add_u64_counter(l_siphon_msgr_primary_switches, "primary_switches",
                     "Sessions moved back from the fallback stack to the primary stack", {}, perf::kInteresting);
+  b.add_u64_counter(l_siphon_msgr_idle_timeouts, "idle_timeouts",
+                    "Connections faulted because no traffic moved for ms_connection_idle_timeout", {}, perf::kUseful);
   b.add_u64(l_siphon_msgr_connections, "connections", "Connections open or closing (sessions and handshakes)", {},
             perf::kUseful);
   b.add_u64(l_siphon_msgr_undispatched_bytes, "undispatched_bytes",

@@ -39,6 +39,7 @@ enum MessengerPerfIdx : int {
   l_siphon_msgr_decrypt_errors,
   l_siphon_msgr_fallback_switches,
   l_siphon_msgr_primary_switches,
+  l_siphon_msgr_idle_timeouts,
   l_siphon_msgr_connections,
   l_siphon_msgr_undispatched_bytes,
   l_siphon_msgr_last,

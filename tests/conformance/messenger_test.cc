@@ -370,6 +370,8 @@ TEST_F(Pair, ServerIdleTimeoutClosesASilentLossyClientAndReportsIt) {
   EXPECT_GE(std::chrono::steady_clock::now() - t0, 300ms) << "closed before the timeout";
   EXPECT_TRUE(logs.contains("ms_connection_idle_timeout: no traffic"));
   EXPECT_GE(server->stats().faults, 1u);
+  EXPECT_EQ(server->stats().idle_timeouts, 1u) << "the fault is counted as an idle timeout";
+  EXPECT_EQ(client->stats().idle_timeouts, 0u) << "the client has no timeout of its own (900 s)";
   EXPECT_FALSE(sd.last_con->is_connected());
   EXPECT_TRUE(eventually([&] { return server->stats().connections == 0; }, 10s))
       << "the server still holds " << server->stats().connections << " connection(s)";
@@ -393,6 +395,7 @@ TEST_F(Pair, BusyConnectionOutlivesTheIdleTimeout) {
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == kCount; }));
   EXPECT_EQ(sd.resets + cd.resets, 0);
   EXPECT_EQ(server->stats().faults + client->stats().faults, 0u);
+  EXPECT_EQ(server->stats().idle_timeouts + client->stats().idle_timeouts, 0u);
   EXPECT_TRUE(con->is_connected());
 }
 
@@ -418,6 +421,7 @@ TEST_F(Pair, IdleTimeoutKeepsALosslessSession) {
   ASSERT_FALSE(con->send_message(numbered(0)));
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; }));
   ASSERT_TRUE(eventually([&] { return client->stats().faults >= 1; }, 10s)) << "the idle timeout faulted the client";
+  EXPECT_GE(client->stats().idle_timeouts + server->stats().idle_timeouts, 1u);
   ASSERT_TRUE(eventually([&] { return server->stats().reconnects >= 1; }, 10s))
       << "the lossless client reconnected its session";
   for (std::uint32_t i = 1; i <= 5; ++i) ASSERT_FALSE(con->send_message(numbered(i)));
@@ -441,6 +445,7 @@ TEST_F(Pair, IdleLosslessPeerWaitsInStandbyUntilItHasSomethingToSend) {
   ASSERT_TRUE(eventually([&] { return client->stats().faults >= 1 && !con->is_connected(); }, 10s));
   std::this_thread::sleep_for(1s);  // three more timeouts: no reconnect loop
   EXPECT_FALSE(con->is_connected());
+  EXPECT_LE(client->stats().idle_timeouts, 1u) << "a connection in standby has no idle timer";
   EXPECT_EQ(client->stats().reconnects + server->stats().reconnects, 0u);
   EXPECT_LE(client->stats().faults, 1u);
   ASSERT_FALSE(con->send_message(make_message<Message>(kTypeTest)));
