@@ -375,6 +375,19 @@ std::error_code RdmaStack::listen(const NetAddress& addr, transport::AcceptHandl
 void RdmaStack::connect(const NetAddress& peer, transport::Worker& w, transport::ConnectHandler done) {
   RdmaShared& s = *shared_;
   auto& worker = static_cast<RdmaWorker&>(w);
+  // The limit holds for both directions (the accepting side rejects beyond
+  // it in RdmaWorker): a dial beyond it fails at once, before any QP, CQ
+  // entry or receive buffer is taken. Like the accept check it is a bound
+  // read without a lock, so dials racing on several threads may pass it
+  // together by at most their number.
+  if (const std::size_t open = s.connections.load(); open >= s.opts.max_connections) {
+    SIPHON_LOG(rdma, 1,
+               "not dialling {}: {} connections are open on this stack, ms_async_rdma_max_connections = {}; "
+               "raise ms_async_rdma_max_connections or close connections",
+               peer.to_string(), open, s.opts.max_connections);
+    worker.post([done = std::move(done)] { done(make_error_code(errc::too_many_connections), nullptr); });
+    return;
+  }
   std::error_code ec;
   std::unique_ptr<CmId> id = s.channel->create_id(ec);
   if (!id) {

@@ -89,6 +89,50 @@ TEST(RdmaStackScale, AFullCompletionQueueFailsTheConnectionWithAReason) {
   ASSERT_TRUE(exchange(d, 5, 3));
 }
 
+// ms_async_rdma_max_connections bounds the connections of a stack whichever
+// side opened them: a dial beyond it fails at once with a reason (it never
+// reaches the peer, which rejects nothing), the open connections keep
+// working, and a closed connection makes room for a new dial.
+TEST(RdmaStackScale, TheDiallingSideKeepsMaxConnections) {
+  RdmaOptions o = small_options();
+  o.max_connections = 2;
+  Pair p(o);
+  std::vector<std::unique_ptr<Duplex>> ds;
+  for (int i = 0; i < 2; ++i) {
+    ds.push_back(std::make_unique<Duplex>());
+    ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, *ds.back())) << "connection " << i;
+  }
+  const auto rejected_before = p.server->counters().snapshot().at("connections_rejected");
+  LogCapture logs;
+  std::promise<std::error_code> third;
+  p.client->connect(p.bound, p.client->pick_worker(), [&](std::error_code ec, transport::ConnectionRef c) {
+    EXPECT_EQ(c, nullptr);
+    third.set_value(ec);
+  });
+  auto f = third.get_future();
+  ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(f.get(), make_error_code(errc::too_many_connections));
+  EXPECT_TRUE(logs.contains("2 connections are open on this stack, ms_async_rdma_max_connections = 2"));
+  EXPECT_TRUE(logs.contains("raise ms_async_rdma_max_connections or close connections"));
+  EXPECT_EQ(p.client->connection_count(), 2u);
+  EXPECT_EQ(p.server->counters().snapshot().at("connections_rejected"), rejected_before)
+      << "the dial reached the peer";
+  ASSERT_TRUE(exchange(*ds[0], 5, 1));
+  ASSERT_TRUE(exchange(*ds[1], 5, 2));
+  // One closed: its place is free again on both stacks.
+  ds[1]->close();
+  ds.pop_back();
+  ASSERT_TRUE(eventually([&] { return p.client->connection_count() == 1 && p.server->connection_count() == 1; }));
+  Duplex d;
+  ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, d));
+  ASSERT_TRUE(exchange(d, 5, 3));
+  d.close();
+  for (auto& x : ds) x->close();
+  ds.clear();
+  EXPECT_TRUE(no_leaks(*p.client));
+  EXPECT_TRUE(no_leaks(*p.server));
+}
+
 TEST(RdmaStackScale, ChurnLeaksNothing) {
   const RdmaOptions o = many_options();
   Pair p(o);
