@@ -95,6 +95,7 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   void wait_cq();
   void arm_cq_rescue();
   void on_cq_rescue();
+  void judge_cq_rescue();
   std::size_t drain_cm();
   void wait_cm();
   void on_cm_readable();
@@ -130,6 +131,9 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   // connections to serve.
   std::unique_ptr<boost::asio::steady_timer> cq_rescue_;
   bool cq_rescue_armed_ = false;
+  // Completions a rescue served while the channel held no event for them;
+  // judged lost or late when the CQ is armed again (judge_cq_rescue).
+  std::size_t cq_rescued_ = 0;
   bool cm_wait_pending_ = false;
   bool stopped_ = false;
   MonoClock::time_point idle_since_{};
