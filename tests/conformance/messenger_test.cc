@@ -1,6 +1,9 @@
-// Two Siphon messengers over TCP loopback: handshake, events, typed
+// Two Siphon messengers on the stack under test: handshake, events, typed
 // messages, keepalive, mark_down, lossy resets, peer restart, throttles,
-// timeouts, the connection race, clean shutdown.
+// timeouts, the connection race, clean shutdown. One binary, run by ctest on
+// TCP (messenger_test), on the soft fabric (messenger_test_rdma), in SRQ mode
+// (messenger_test_rdma_srq) and over verbs in the rxe guest, each chosen by
+// SIPHON_TEST_STACK (siphon_gtest_stacks in tests/CMakeLists.txt).
 #include <atomic>
 #include <mutex>
 #include <thread>
@@ -51,6 +54,9 @@ struct Pair : ::testing::Test {
   }
   ConnectionRef connect() { return client->connect_to(entity_type::osd, server->get_myaddrs()); }
 };
+
+// This binary runs once per stack (SIPHON_TEST_STACK, set by ctest).
+TEST(StackUnderTest, IsTheOneThisRunAskedFor) { EXPECT_TRUE(is_the_stack_under_test(*make_test_stack())); }
 
 TEST_F(Pair, HandshakeReportsConnectAndAcceptWithPeerIdentity) {
   start(Policy::stateful_server(), Policy::lossless_client(), opts);

@@ -12,14 +12,18 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "msgr/api/messenger.h"
 #include "msgr/base/log.h"
 #include "msgr/transport/tcp_stack.h"
-#ifdef SIPHON_TEST_RDMA
+#if defined(SIPHON_TEST_RDMA) || defined(SIPHON_TEST_STACK_FROM_ENV)
+#define SIPHON_TEST_HAS_RDMA 1
+#include <cstdio>
 #include <cstdlib>
+#include <string_view>
 
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/rdma_stack.h"
@@ -46,21 +50,52 @@ inline transport::TcpOptions test_stack_options(unsigned threads = 1) {
   return t;
 }
 
+enum class TestStack { posix, rdma, rdma_srq };
+
+// The stack the tests of this binary run on. A source with stack-specific
+// code is built once per stack: plain (TCP), SIPHON_TEST_RDMA (the *_rdma
+// binaries) and SIPHON_TEST_RDMA_SRQ. A source without any is built once
+// with SIPHON_TEST_STACK_FROM_ENV, and ctest runs that one binary per stack
+// with SIPHON_TEST_STACK set (siphon_gtest_stacks() in tests/CMakeLists.txt):
+// unset or "posix", "rdma", "rdma-srq". Anything else stops the binary with
+// exit status 2 and a sentence naming the accepted values.
+inline TestStack test_stack() {
+#if defined(SIPHON_TEST_STACK_FROM_ENV)
+  static const TestStack chosen = [] {
+    const char* v = std::getenv("SIPHON_TEST_STACK");
+    const std::string_view s = v != nullptr ? v : "posix";
+    if (s == "posix") return TestStack::posix;
+    if (s == "rdma") return TestStack::rdma;
+    if (s == "rdma-srq") return TestStack::rdma_srq;
+    std::fprintf(stderr, "SIPHON_TEST_STACK='%s': use posix (or leave it unset), rdma or rdma-srq\n", v);
+    std::exit(2);
+  }();
+  return chosen;
+#elif defined(SIPHON_TEST_RDMA_SRQ)
+  return TestStack::rdma_srq;
+#elif defined(SIPHON_TEST_RDMA)
+  return TestStack::rdma;
+#else
+  return TestStack::posix;
+#endif
+}
+
 // 127.0.0.1, or inside the rxe guest the address of the Soft-RoCE interface
 // (rdma-cm does not work over rxe on lo).
 inline EntityAddrVec loopback_any_port() {
   std::string host = "127.0.0.1";
-#ifdef SIPHON_TEST_RDMA
-  if (const char* a = std::getenv("SIPHON_RXE_ADDR")) host = a;
+#ifdef SIPHON_TEST_HAS_RDMA
+  if (const char* a = std::getenv("SIPHON_RXE_ADDR"); a != nullptr && test_stack() != TestStack::posix) host = a;
 #endif
   return EntityAddrVec(EntityAddr(AddrType::msgr2, NetAddress::parse(host + ":0").value()));
 }
 
-// The stack under test: TCP, or -- in the *_rdma builds of the same tests
-// (SIPHON_TEST_RDMA) -- the RDMA stack on the software fabric, so the one
-// suite checks that the session layer cannot tell the stacks apart.
+// The stack under test: TCP, or the RDMA stack on the software fabric (per-QP
+// receives or SRQ mode), so the one suite checks that the session layer
+// cannot tell the stacks apart.
 inline std::shared_ptr<transport::Stack> make_test_stack(const transport::TcpOptions& o = test_stack_options()) {
-#ifdef SIPHON_TEST_RDMA
+#ifdef SIPHON_TEST_HAS_RDMA
+  if (test_stack() == TestStack::posix) return transport::make_tcp_stack(o);
   // The software fabric, or the verbs provider on rxe0 inside the rxe guest.
   const char* rxe = std::getenv("SIPHON_RXE_DEV");
   static const std::unique_ptr<rdma::Provider> provider =
@@ -72,16 +107,36 @@ inline std::shared_ptr<transport::Stack> make_test_stack(const transport::TcpOpt
   r.credits = 8;
   r.receive_buffers = 8192;
   r.polling = std::chrono::microseconds(50);
-#ifdef SIPHON_TEST_RDMA_SRQ
-  // SRQ mode (messenger_test_rdma_srq): one 512-receive SRQ per worker,
-  // room for 51 connections of 8 credits + 2 update slots on each.
-  r.support_srq = true;
-  r.receive_queue_len = 512;
-#endif
+  if (test_stack() == TestStack::rdma_srq) {
+    // SRQ mode (messenger_test_rdma_srq): one 512-receive SRQ per worker,
+    // room for 51 connections of 8 credits + 2 update slots on each.
+    r.support_srq = true;
+    r.receive_queue_len = 512;
+  }
   return std::make_shared<rdma::RdmaStack>(*provider, r);
 #else
   return transport::make_tcp_stack(o);
 #endif
+}
+
+// Whether `s` is the stack this binary was asked to test (its type, and for
+// RDMA whether SRQ mode is on): the tests of a binary run once per stack
+// guard with it that ctest's SIPHON_TEST_STACK reached them, so a
+// registration that lost it fails instead of testing TCP twice.
+inline ::testing::AssertionResult is_the_stack_under_test(const transport::Stack& s) {
+  const TestStack want = test_stack();
+  const std::string_view want_type = want == TestStack::posix ? "async+posix" : "async+rdma";
+  if (s.type() != want_type)
+    return ::testing::AssertionFailure() << "the stack is " << s.type() << ", the binary was asked for " << want_type;
+#ifdef SIPHON_TEST_HAS_RDMA
+  if (want != TestStack::posix) {
+    const bool srq = static_cast<const rdma::RdmaStack&>(s).options().support_srq;
+    if (srq != (want == TestStack::rdma_srq))
+      return ::testing::AssertionFailure() << "SRQ mode is " << (srq ? "on" : "off") << ", the binary was asked for "
+                                           << (want == TestStack::rdma_srq ? "rdma-srq" : "rdma");
+  }
+#endif
+  return ::testing::AssertionSuccess();
 }
 
 // A messenger with options `o` on its own stack under test, built with `t`.

@@ -1,9 +1,10 @@
 // The messenger's resource limits (docs/security.md), each shown enforced:
 // ms_max_connections, the frame and segment sizes, the per-connection and
 // total undispatched bytes, the handshake timeout on the accepting side and
-// ms_max_queued_send_bytes_per_connection. Built twice like messenger_test:
-// over TCP (limits_test) and over the RDMA stack on the software fabric
-// (limits_test_rdma), so every limit is checked on both stacks.
+// ms_max_queued_send_bytes_per_connection. Built once and run twice, like
+// messenger_test (siphon_gtest_stacks): over TCP (limits_test) and over the
+// RDMA stack on the software fabric (limits_test_rdma, SIPHON_TEST_STACK=rdma),
+// so every limit is checked on both stacks.
 #include <atomic>
 #include <thread>
 
@@ -76,6 +77,9 @@ struct Limits : ::testing::Test {
 };
 
 // --- ms_max_connections ------------------------------------------------------
+
+// This binary runs once per stack (SIPHON_TEST_STACK, set by ctest).
+TEST(StackUnderTest, IsTheOneThisRunAskedFor) { EXPECT_TRUE(is_the_stack_under_test(*make_test_stack())); }
 
 TEST_F(Limits, MaxConnectionsRefusesAcceptsPastTheLimitAndFreesSlotsOnClose) {
   opts.ms_max_connections = 2;
