@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <set>
 #include <thread>
 #include <vector>
@@ -124,9 +125,19 @@ TEST(BufferPool, CachesAndCrossThreadReleases) {
 struct ProbingRegistrar : FakeRegistrar {
   BufferPool* pool = nullptr;
   std::atomic<int> mutex_free{0}, mutex_held{0};
-  std::thread::id last_thread;
+  // The grower may still be registering its next slab while the test reads
+  // this (TSan saw that race), hence the lock.
+  std::mutex thread_mu;
+  std::thread::id last_thread_id;
+  std::thread::id last_thread() {
+    std::lock_guard l(thread_mu);
+    return last_thread_id;
+  }
   std::error_code register_region(void* addr, std::size_t len, RegionKeys& keys) override {
-    last_thread = std::this_thread::get_id();
+    {
+      std::lock_guard l(thread_mu);
+      last_thread_id = std::this_thread::get_id();
+    }
     if (pool != nullptr) {
       auto probe = std::async(std::launch::async, [p = pool] { return p->buffers_in_use(); });
       // Not a speed assertion: a held mutex never frees (the probe then
@@ -161,7 +172,7 @@ TEST(BufferPool, DataPathGrowthIsInTheBackgroundAndWakesTheWaiter) {
   pool.notify_on_release([&] { woken.set_value(); });
   ASSERT_EQ(woken.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready)
       << "the grower added a slab and woke the waiter";
-  EXPECT_NE(reg.last_thread, std::this_thread::get_id()) << "registered on the grower thread";
+  EXPECT_NE(reg.last_thread(), std::this_thread::get_id()) << "registered on the grower thread";
   EXPECT_EQ(reg.mutex_held.load(), 0);
   PoolBuffer* b = pool.get(&cache, Growth::background);
   ASSERT_NE(b, nullptr);
