@@ -47,7 +47,7 @@ struct Counters {
   std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
       link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0}, same_host_reads{0},
-      same_host_refused{0}, cq_events_lost{0};
+      same_host_refused{0}, cq_events_lost{0}, cq_events_late{0};
   std::atomic<std::uint64_t> mrs_live{0}, qps_live{0};  // gauges
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.fetch_add(n, std::memory_order_relaxed);
@@ -255,6 +255,7 @@ class CqCore {
   void notify() noexcept;
   Counters& counters_;
   FaultRate lost_event_;  // FaultPlan::lost_cq_event
+  std::chrono::milliseconds late_event_{0};  // FaultPlan::late_cq_event
   Rng lost_rng_;          // its draws (the engine, the only producer)
   std::uint32_t cap_ = 0;
   std::uint32_t mask_ = 0;

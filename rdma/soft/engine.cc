@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <ctime>
 #include <future>
+#include <thread>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -29,6 +30,7 @@ SoftCounters Counters::snapshot() const noexcept {
   s.retry_timeouts = g(retry_timeouts);
   s.cq_overruns = g(cq_overruns);
   s.cq_events_lost = g(cq_events_lost);
+  s.cq_events_late = g(cq_events_late);
   s.messages_sent = g(messages_sent);
   s.bytes_sent = g(bytes_sent);
   s.links_opened = g(links_opened);
@@ -392,7 +394,10 @@ const MrEntry* MrTable::check(std::uint32_t key, std::uint32_t pd, std::uint32_t
 // ------------------------------------------------------------- CqCore
 
 CqCore::CqCore(std::uint32_t capacity, Counters& counters, const FaultPlan& faults, std::error_code& ec)
-    : counters_(counters), lost_event_(faults.lost_cq_event), lost_rng_(faults.seed ^ 0xC0FFEE5EEDull) {
+    : counters_(counters),
+      lost_event_(faults.lost_cq_event),
+      late_event_(faults.late_cq_event),
+      lost_rng_(faults.seed ^ 0xC0FFEE5EEDull) {
   cap_ = 1;
   while (cap_ < capacity) cap_ <<= 1;
   mask_ = cap_ - 1;
@@ -420,8 +425,15 @@ bool CqCore::push(const Wc& wc, bool solicited) noexcept {
   const int a = armed_.load(std::memory_order_seq_cst);
   if (a == 1 || (a == 2 && (solicited || wc.status != WcStatus::success))) {
     if (armed_.exchange(0, std::memory_order_seq_cst) != 0) {
-      if (lost_rng_.fire(lost_event_)) Counters::bump(counters_.cq_events_lost);  // disarmed, no event
-      else notify();
+      if (lost_rng_.fire(lost_event_)) {
+        Counters::bump(counters_.cq_events_lost);  // disarmed, no event
+      } else {
+        if (late_event_.count() > 0) {  // the completion is visible, its event not yet
+          Counters::bump(counters_.cq_events_late);
+          std::this_thread::sleep_for(late_event_);
+        }
+        notify();
+      }
     }
   }
   return true;

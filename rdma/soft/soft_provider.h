@@ -7,6 +7,7 @@
 // network namespaces -- talk RC to each other over the same code path.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -45,6 +46,10 @@ struct FaultPlan {
   // but no event reaches its channel, as when a device or driver drops a
   // completion event. Drawn per notification due.
   FaultRate lost_cq_event;
+  // Every notification of an armed CQ is written this long after its
+  // completion became visible (0: at once), as a device whose event trails
+  // its completion; the fabric's engine waits meanwhile. Not lost: late.
+  std::chrono::milliseconds late_cq_event{0};
 };
 
 struct SoftOptions {
@@ -96,6 +101,7 @@ struct SoftCounters {
   std::uint64_t retry_timeouts = 0;
   std::uint64_t cq_overruns = 0;
   std::uint64_t cq_events_lost = 0;  // notifications dropped by lost_cq_event
+  std::uint64_t cq_events_late = 0;  // notifications written late_cq_event after their completion
   std::uint64_t messages_sent = 0;
   std::uint64_t bytes_sent = 0;
   std::uint64_t links_opened = 0;

@@ -233,6 +233,42 @@ TEST(RdmaStackFaults, LostCompletionEventsAreRescued) {
   EXPECT_TRUE(no_leaks(*p.server));
 }
 
+// A notification that trails its completion is late, not lost: the provider
+// makes the completion visible before it writes the event, and a rescue
+// tick in between finds a completion with no event. Here every notification
+// of the client's CQs comes 250 ms after its completion (longer than the
+// rescue's 100 ms period, so a rescue always runs in between) while the
+// worker polls for 600 ms after the rescue (so the event arrives before the
+// CQ is armed again). The rescue serves the frame; nothing is counted lost.
+TEST(RdmaStackFaults, LateCompletionEventsAreNotCountedAsLost) {
+  soft::FaultPlan f;
+  f.late_cq_event = 250ms;
+  RdmaOptions o = small_options();
+  o.polling = std::chrono::microseconds(600'000);
+  Pair p(o, f);
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  constexpr std::uint32_t kRounds = 4;
+  for (std::uint32_t i = 0; i < kRounds; ++i) {
+    std::this_thread::sleep_for(800ms);  // the client's worker is asleep on its armed CQ
+    on_worker(*p.sconn, [&] { return p.sconn->send(message(i, 2000, 0)) ? 1 : 0; });
+    ASSERT_TRUE(p.chandler.wait([&] { return p.chandler.frames.size() > i || p.chandler.fault.has_value(); }, 5s))
+        << "frame " << i;
+  }
+  EXPECT_FALSE(p.chandler.get_fault());
+  EXPECT_FALSE(p.shandler.get_fault());
+  {
+    std::lock_guard lk(p.chandler.mu);
+    ASSERT_EQ(p.chandler.frames.size(), kRounds);
+    for (std::uint32_t i = 0; i < kRounds; ++i) EXPECT_TRUE(is_message(p.chandler.frames[i], i, 2000, 0)) << i;
+  }
+  EXPECT_GE(soft::counters(*p.client_provider)->cq_events_late, kRounds) << "the fault did not fire";
+  EXPECT_EQ(soft::counters(*p.client_provider)->cq_events_lost, 0u);
+  EXPECT_EQ(p.client->counters().snapshot().at("cq_events_missed"), 0u) << "a late event was counted as lost";
+  p.close_main();
+  EXPECT_TRUE(no_leaks(*p.client));
+  EXPECT_TRUE(no_leaks(*p.server));
+}
+
 TEST(RdmaStackFaults, ZeroCopyTransferCutByAnErrorReleasesEverything) {
   // A fault while the receiver is pulling a transfer: its reserved pool
   // buffers and the sender's registered region must all come back.
