@@ -23,7 +23,6 @@
 #define SIPHON_TEST_HAS_RDMA 1
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
 
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/rdma_stack.h"
