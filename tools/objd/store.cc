@@ -1,5 +1,7 @@
 #include "tools/objd/store.h"
 
+#include "msgr/base/log.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <liburing.h>
@@ -9,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <memory>
 #include <cstring>
 #include <filesystem>
 #include <map>
@@ -87,16 +90,60 @@ class MemoryStore final : public ObjectStore {
   std::map<std::string, BufferList> objects_;
 };
 
-// One ring, one operation in flight at a time (the store is used from one
-// thread): submit, wait for the completion, return its result.
-class Ring {
+// The directory store's file operations, each returning its result or a
+// negative errno. Two engines: io_uring (one ring, one operation in flight
+// at a time: the store is used from one thread), and the plain system calls
+// the store falls back to when the kernel or a seccomp profile refuses
+// io_uring_setup.
+class FileIo {
  public:
-  int init(unsigned entries) { return io_uring_queue_init(entries, &ring_, 0); }
-  ~Ring() {
+  virtual ~FileIo() = default;
+  virtual int openat(int dir, const char* path, int flags, mode_t mode) = 0;
+  virtual int writev(int fd, const iovec* iov, unsigned count, std::uint64_t offset) = 0;
+  virtual int read(int fd, void* buf, unsigned len, std::uint64_t offset) = 0;
+  virtual int fdatasync(int fd) = 0;
+  virtual int close(int fd) = 0;
+  virtual int renameat(int dir, const char* from, const char* to) = 0;
+  virtual int unlinkat(int dir, const char* path) = 0;
+  virtual int statx(int dir, const char* path, int flags, unsigned mask, struct statx* st) = 0;
+};
+
+class UringIo final : public FileIo {
+ public:
+  int init(unsigned entries) {
+    const int rc = io_uring_queue_init(entries, &ring_, 0);
+    ready_ = rc == 0;
+    return rc;
+  }
+  ~UringIo() override {
     if (ready_) io_uring_queue_exit(&ring_);
   }
-  void set_ready() { ready_ = true; }
+  int openat(int dir, const char* path, int flags, mode_t mode) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_openat(s, dir, path, flags, mode); });
+  }
+  int writev(int fd, const iovec* iov, unsigned count, std::uint64_t offset) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_writev(s, fd, iov, count, offset); });
+  }
+  int read(int fd, void* buf, unsigned len, std::uint64_t offset) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_read(s, fd, buf, len, offset); });
+  }
+  int fdatasync(int fd) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, IORING_FSYNC_DATASYNC); });
+  }
+  int close(int fd) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_close(s, fd); });
+  }
+  int renameat(int dir, const char* from, const char* to) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_renameat(s, dir, from, dir, to, 0); });
+  }
+  int unlinkat(int dir, const char* path) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_unlinkat(s, dir, path, 0); });
+  }
+  int statx(int dir, const char* path, int flags, unsigned mask, struct statx* st) override {
+    return run([&](io_uring_sqe* s) { io_uring_prep_statx(s, dir, path, flags, mask, st); });
+  }
 
+ private:
   template <typename Prep>
   int run(Prep&& prep) {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
@@ -114,9 +161,47 @@ class Ring {
     return res;
   }
 
- private:
   io_uring ring_{};
   bool ready_ = false;
+};
+
+// The fallback: the same operations as plain system calls, each retried
+// when a signal interrupts it (close excepted: Linux releases the
+// descriptor even when close() reports an error).
+class SyscallIo final : public FileIo {
+ public:
+  int openat(int dir, const char* path, int flags, mode_t mode) override {
+    return retry([&] { return ::openat(dir, path, flags, mode); });
+  }
+  int writev(int fd, const iovec* iov, unsigned count, std::uint64_t offset) override {
+    return retry([&] { return ::pwritev(fd, iov, static_cast<int>(count), static_cast<off_t>(offset)); });
+  }
+  int read(int fd, void* buf, unsigned len, std::uint64_t offset) override {
+    return retry([&] { return ::pread(fd, buf, len, static_cast<off_t>(offset)); });
+  }
+  int fdatasync(int fd) override {
+    return retry([&] { return ::fdatasync(fd); });
+  }
+  int close(int fd) override { return ::close(fd) == 0 ? 0 : -errno; }
+  int renameat(int dir, const char* from, const char* to) override {
+    return retry([&] { return ::renameat(dir, from, dir, to); });
+  }
+  int unlinkat(int dir, const char* path) override {
+    return retry([&] { return ::unlinkat(dir, path, 0); });
+  }
+  int statx(int dir, const char* path, int flags, unsigned mask, struct statx* st) override {
+    return retry([&] { return ::statx(dir, path, flags, mask, st); });
+  }
+
+ private:
+  template <typename F>
+  static int retry(F&& call) {
+    for (;;) {
+      const auto rc = call();
+      if (rc >= 0) return static_cast<int>(rc);
+      if (errno != EINTR) return -errno;
+    }
+  }
 };
 
 class DirectoryStore final : public ObjectStore {
@@ -125,37 +210,38 @@ class DirectoryStore final : public ObjectStore {
   ~DirectoryStore() override {
     if (dir_fd_ >= 0) ::close(dir_fd_);
   }
-  int init(std::string& why) {
-    const int rc = ring_.init(8);
-    if (rc < 0) {
-      why = fmt::format("objd_data_dir {}: io_uring is not available ({}); siphon-objd needs Linux 5.6 or newer "
-                        "with io_uring enabled (sysctl kernel.io_uring_disabled = 0), or leave objd_data_dir "
-                        "empty to keep objects in memory",
-                        dir_, errno_text(rc));
-      return rc;
+  // io_uring when the kernel allows it; otherwise plain system calls, with
+  // one log line naming the refusal (a container's seccomp profile, the
+  // sysctl kernel.io_uring_disabled, a kernel without io_uring).
+  void init() {
+    auto ring = std::make_unique<UringIo>();
+    const int rc = ring->init(8);
+    if (rc == 0) {
+      io_ = std::move(ring);
+      engine_ = "io_uring";
+      return;
     }
-    ring_.set_ready();
-    return 0;
+    io_ = std::make_unique<SyscallIo>();
+    engine_ = "system calls";
+    SIPHON_LOG(tools, 0,
+               "objd_data_dir {}: io_uring is refused ({}: a seccomp profile, the sysctl kernel.io_uring_disabled or "
+               "a kernel without io_uring); using plain system calls instead, with the same behaviour",
+               dir_, errno_text(rc));
   }
-  std::string describe() const override { return fmt::format("directory {} (io_uring)", dir_); }
+  std::string describe() const override { return fmt::format("directory {} ({})", dir_, engine_); }
 
   int put(const std::string& name, const BufferList& data, std::string& why) override {
     const std::string file = object_file_name(name);
     const std::string tmp = fmt::format(".tmp.{}.{}", ++tmp_seq_, file);
-    int fd = ring_.run([&](io_uring_sqe* s) {
-      io_uring_prep_openat(s, dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    });
+    int fd = io_->openat(dir_fd_, tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd < 0) return fail(why, "put", name, "cannot create a temporary file", fd);
     int rc = write_all(fd, data);
-    if (rc == 0) rc = ring_.run([&](io_uring_sqe* s) { io_uring_prep_fsync(s, fd, IORING_FSYNC_DATASYNC); });
-    const int crc = ring_.run([&](io_uring_sqe* s) { io_uring_prep_close(s, fd); });
+    if (rc == 0) rc = io_->fdatasync(fd);
+    const int crc = io_->close(fd);
     if (rc == 0 && crc < 0) rc = crc;
-    if (rc == 0)
-      rc = ring_.run([&](io_uring_sqe* s) {
-        io_uring_prep_renameat(s, dir_fd_, tmp.c_str(), dir_fd_, file.c_str(), 0);
-      });
+    if (rc == 0) rc = io_->renameat(dir_fd_, tmp.c_str(), file.c_str());
     if (rc < 0) {
-      ring_.run([&](io_uring_sqe* s) { io_uring_prep_unlinkat(s, dir_fd_, tmp.c_str(), 0); });
+      io_->unlinkat(dir_fd_, tmp.c_str());
       return fail(why, "put", name, "cannot write the object", rc);
     }
     return 0;
@@ -163,19 +249,15 @@ class DirectoryStore final : public ObjectStore {
 
   int get(const std::string& name, std::uint64_t max_size, BufferList& out, std::string& why) override {
     const std::string file = object_file_name(name);
-    const int fd = ring_.run([&](io_uring_sqe* s) {
-      io_uring_prep_openat(s, dir_fd_, file.c_str(), O_RDONLY | O_CLOEXEC, 0);
-    });
+    const int fd = io_->openat(dir_fd_, file.c_str(), O_RDONLY | O_CLOEXEC, 0);
     if (fd < 0) return fail(why, "get", name, "cannot open the object", fd);
     struct statx st {};
-    int rc = ring_.run([&](io_uring_sqe* s) {
-      io_uring_prep_statx(s, fd, "", AT_EMPTY_PATH, STATX_SIZE, &st);
-    });
+    int rc = io_->statx(fd, "", AT_EMPTY_PATH, STATX_SIZE, &st);
     if (rc == 0 && st.stx_size > max_size) {
       why = fmt::format("get {}: the object is {} bytes, more than a reply may carry ({})", name, st.stx_size,
                         max_size);
       rc = -EFBIG;
-      ring_.run([&](io_uring_sqe* s) { io_uring_prep_close(s, fd); });
+      io_->close(fd);
       return rc;
     }
     BufferList bl;
@@ -183,10 +265,8 @@ class DirectoryStore final : public ObjectStore {
       std::byte* dst = bl.append_uninitialized(st.stx_size);
       std::uint64_t at = 0;
       while (at < st.stx_size) {
-        const int n = ring_.run([&](io_uring_sqe* s) {
-          io_uring_prep_read(s, fd, dst + at, static_cast<unsigned>(std::min<std::uint64_t>(st.stx_size - at, 1u << 30)),
-                             at);
-        });
+        const int n = io_->read(fd, dst + at, static_cast<unsigned>(std::min<std::uint64_t>(st.stx_size - at, 1u << 30)),
+                                at);
         if (n < 0) {
           rc = n;
           break;
@@ -198,7 +278,7 @@ class DirectoryStore final : public ObjectStore {
         at += static_cast<std::uint64_t>(n);
       }
     }
-    ring_.run([&](io_uring_sqe* s) { io_uring_prep_close(s, fd); });
+    io_->close(fd);
     if (rc < 0) return fail(why, "get", name, "cannot read the object", rc);
     out = std::move(bl);
     return 0;
@@ -207,9 +287,7 @@ class DirectoryStore final : public ObjectStore {
   int stat(const std::string& name, std::uint64_t& size, std::string& why) override {
     const std::string file = object_file_name(name);
     struct statx st {};
-    const int rc = ring_.run([&](io_uring_sqe* s) {
-      io_uring_prep_statx(s, dir_fd_, file.c_str(), AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_TYPE, &st);
-    });
+    const int rc = io_->statx(dir_fd_, file.c_str(), AT_SYMLINK_NOFOLLOW, STATX_SIZE | STATX_TYPE, &st);
     if (rc < 0) return fail(why, "stat", name, "cannot stat the object", rc);
     if (!S_ISREG(st.stx_mode)) return fail(why, "stat", name, "not a regular file", -EIO);
     size = st.stx_size;
@@ -218,7 +296,7 @@ class DirectoryStore final : public ObjectStore {
 
   int remove(const std::string& name, std::string& why) override {
     const std::string file = object_file_name(name);
-    const int rc = ring_.run([&](io_uring_sqe* s) { io_uring_prep_unlinkat(s, dir_fd_, file.c_str(), 0); });
+    const int rc = io_->unlinkat(dir_fd_, file.c_str());
     if (rc < 0) return fail(why, "delete", name, "cannot delete the object", rc);
     return 0;
   }
@@ -240,7 +318,7 @@ class DirectoryStore final : public ObjectStore {
     std::uint64_t offset = 0;
     while (first < iov.size()) {
       const auto count = static_cast<unsigned>(std::min<std::size_t>(iov.size() - first, IOV_MAX));
-      const int n = ring_.run([&](io_uring_sqe* s) { io_uring_prep_writev(s, fd, &iov[first], count, offset); });
+      const int n = io_->writev(fd, &iov[first], count, offset);
       if (n < 0) return n;
       if (n == 0) return -EIO;
       offset += static_cast<std::uint64_t>(n);
@@ -262,7 +340,8 @@ class DirectoryStore final : public ObjectStore {
 
   std::string dir_;
   int dir_fd_;
-  Ring ring_;
+  std::unique_ptr<FileIo> io_;
+  const char* engine_ = "";
   std::uint64_t tmp_seq_ = 0;
 };
 
@@ -302,7 +381,7 @@ std::unique_ptr<ObjectStore> make_directory_store(const std::string& dir, std::s
     return nullptr;
   }
   auto store = std::make_unique<DirectoryStore>(dir, fd);
-  if (store->init(why) < 0) return nullptr;
+  store->init();
   return store;
 }
 

@@ -1,10 +1,21 @@
 // siphon-objd's parts without a network: the message encodings (round trip,
 // truncation and garbage are errors, never crashes), object names, both
-// stores, and the request handler's error replies.
+// stores (the directory store on io_uring and, with io_uring refused by a
+// seccomp filter, on plain system calls), and the request handler's error
+// replies.
 #include <gtest/gtest.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <liburing.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -182,7 +193,19 @@ struct TempDir {
   ~TempDir() { fs::remove_all(path); }
 };
 
+// Why io_uring cannot be used in this process ("" when it can).
+std::string io_uring_refusal() {
+  io_uring ring{};
+  const int rc = io_uring_queue_init(4, &ring, 0);
+  if (rc < 0) return std::strerror(-rc);
+  io_uring_queue_exit(&ring);
+  return {};
+}
+
 TEST(ObjdStore, DirectoryThroughIoUring) {
+  if (const std::string r = io_uring_refusal(); !r.empty())
+    GTEST_SKIP() << "io_uring is refused on this machine (" << r
+                 << "); ObjdStore.ADirectoryFallsBackToSystemCallsWhenIoUringIsRefused covers the store here";
   TempDir t;
   std::string why;
   auto s = make_directory_store((t.path / "data").string(), why);
@@ -198,6 +221,81 @@ TEST(ObjdStore, DirectoryThroughIoUring) {
     EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << e.path();
   // A second store on the same directory sees the objects (a restart).
   auto again = make_directory_store((t.path / "data").string(), why);
+  ASSERT_TRUE(again) << why;
+  BufferList out;
+  ASSERT_EQ(again->get("persist", 1 << 20, out, why), 0) << why;
+  EXPECT_EQ(out.to_string(), "on disk");
+}
+
+// Makes io_uring_setup fail with EPERM in the calling thread from now on, as
+// a container runtime's default seccomp profile does. Returns "" or why not.
+std::string refuse_io_uring() {
+#if defined(__x86_64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
+#elif defined(__aarch64__)
+  constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
+#else
+  return "no seccomp filter is written for this architecture";
+#endif
+  sock_filter prog[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  sock_fprog fprog{static_cast<unsigned short>(std::size(prog)), prog};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
+  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0)
+    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
+  return {};
+}
+
+// In a child process (a death test): refuse io_uring, check the refusal is
+// real, then run the directory store through everything the io_uring test
+// does. Exits 0 only when all of it passed.
+[[noreturn]] void directory_store_with_io_uring_refused(const fs::path& dir) {
+  if (const std::string why = refuse_io_uring(); !why.empty()) {
+    std::fprintf(stderr, "cannot install the seccomp filter: %s\n", why.c_str());
+    std::_Exit(3);
+  }
+  if (io_uring_refusal() != std::strerror(EPERM)) {
+    std::fprintf(stderr, "the seccomp filter did not refuse io_uring_setup\n");
+    std::_Exit(4);
+  }
+  std::string why;
+  auto s = make_directory_store(dir.string(), why);
+  if (!s) {
+    std::fprintf(stderr, "no store: %s\n", why.c_str());
+    std::_Exit(5);
+  }
+  EXPECT_EQ(s->describe(), "directory " + dir.string() + " (system calls)");
+  exercise(*s);
+  EXPECT_EQ(s->put("persist", bytes("on disk"), why), 0) << why;
+  std::ifstream f(dir / "persist");
+  const std::string content((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(content, "on disk");
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_NE(e.path().filename().string().rfind(".tmp", 0), 0u) << e.path();
+  std::fprintf(stderr, "store: %s\n", s->describe().c_str());
+  std::fflush(stderr);
+  std::_Exit(::testing::Test::HasFailure() ? 1 : 0);
+}
+
+TEST(ObjdStore, ADirectoryFallsBackToSystemCallsWhenIoUringIsRefused) {
+  TempDir t;
+  const fs::path dir = t.path / "data";
+  // The child's stderr must hold the one log line naming the refusal and the
+  // fallback, and the store's description.
+  EXPECT_EXIT(directory_store_with_io_uring_refused(dir), ::testing::ExitedWithCode(0),
+              "objd_data_dir .*data: io_uring is refused \\(Operation not permitted: .*\\); using plain system "
+              "calls instead(.|\n)*store: directory .*data \\(system calls\\)");
+  // What the child wrote is on disk, readable by a store on io_uring (or on
+  // system calls, where this machine refuses io_uring too).
+  std::string why;
+  auto again = make_directory_store(dir.string(), why);
   ASSERT_TRUE(again) << why;
   BufferList out;
   ASSERT_EQ(again->get("persist", 1 << 20, out, why), 0) << why;
