@@ -652,9 +652,12 @@ bool refused(benchmark::State& state, Engine e) {
   return true;
 }
 
-void BM_PingPong(benchmark::State& state, Engine e) {
-  if (refused(state, e)) return;
-  const std::uint64_t count = messages_per_session();
+// Runs one session per benchmark iteration: `server(fd)` on a thread,
+// `client(fd)` on this one, over a fresh loopback pair; the server must
+// have received `server_bytes`. Reports the totals over the iterations.
+template <typename Server, typename Client>
+void run_sessions(benchmark::State& state, std::uint64_t msgs_per_session, std::uint64_t server_bytes,
+                  Server&& server, Client&& client) {
   std::uint64_t msgs = 0;
   std::uint64_t syscalls = 0;
   double cpu = 0;
@@ -664,58 +667,45 @@ void BM_PingPong(benchmark::State& state, Engine e) {
       state.SkipWithError(p.error.c_str());
       break;
     }
-    Side echo;
-    std::thread t([&] { echo = echo_side(p.server, e); });
-    const Side ping = ping_side(p.client, e, count);
-    ::shutdown(p.client, SHUT_WR);
+    Side srv;
+    std::thread t([&] { srv = server(p.server); });
+    const Side cli = client(p.client);
     t.join();
-    const std::string err = !ping.error.empty() ? ping.error : echo.error;
+    const std::string err = !cli.error.empty() ? cli.error : srv.error;
     if (!err.empty()) {
       state.SkipWithError(err.c_str());
       break;
     }
-    if (echo.bytes != count * kPingSize) {
-      state.SkipWithError("the echo side did not see every byte");
+    if (srv.bytes != server_bytes) {
+      state.SkipWithError("the receiving side did not see every byte");
       break;
     }
-    msgs += count;
-    syscalls += ping.syscalls + echo.syscalls;
-    cpu += ping.cpu_s + echo.cpu_s;
+    msgs += msgs_per_session;
+    syscalls += cli.syscalls + srv.syscalls;
+    cpu += cli.cpu_s + srv.cpu_s;
   }
   if (msgs > 0) report(state, msgs, cpu, syscalls);
+}
+
+void BM_PingPong(benchmark::State& state, Engine e) {
+  if (refused(state, e)) return;
+  const std::uint64_t count = messages_per_session();
+  run_sessions(
+      state, count, count * kPingSize, [&](int fd) { return echo_side(fd, e); },
+      [&](int fd) {
+        Side s = ping_side(fd, e, count);
+        ::shutdown(fd, SHUT_WR);  // the echo side's EOF
+        return s;
+      });
 }
 
 void BM_Stream(benchmark::State& state, Engine e) {
   if (refused(state, e)) return;
   const std::uint64_t count = 10 * messages_per_session();  // a stream message costs ~1/10 of a round trip
   const auto size = static_cast<std::size_t>(state.range(0));
-  std::uint64_t msgs = 0;
-  std::uint64_t syscalls = 0;
-  double cpu = 0;
-  for (auto _ : state) {
-    Pair p;
-    if (!p.error.empty()) {
-      state.SkipWithError(p.error.c_str());
-      break;
-    }
-    Side sink;
-    std::thread t([&] { sink = sink_side(p.server, e); });
-    const Side src = source_side(p.client, e, count, size);
-    t.join();
-    const std::string err = !src.error.empty() ? src.error : sink.error;
-    if (!err.empty()) {
-      state.SkipWithError(err.c_str());
-      break;
-    }
-    if (sink.bytes != count * size) {
-      state.SkipWithError("the sink did not receive every byte");
-      break;
-    }
-    msgs += count;
-    syscalls += src.syscalls + sink.syscalls;
-    cpu += src.cpu_s + sink.cpu_s;
-  }
-  if (msgs > 0) report(state, msgs, cpu, syscalls);
+  run_sessions(
+      state, count, count * size, [&](int fd) { return sink_side(fd, e); },
+      [&](int fd) { return source_side(fd, e, count, size); });
 }
 
 constexpr std::array<std::pair<const char*, Engine>, 4> kEngines{{{"epoll", Engine::epoll},
