@@ -18,9 +18,10 @@ mon.a, holding a standalone keyring, cephx required, no monitor anywhere.
   an entity the keyring lacks
       refused, "not in the keyring"; exit 13
   at the end
-      `ceph --admin-daemon` reads auth_accepted 2 and auth_refused 2 from
-      objd's perf counters; objd stops on SIGTERM with status 0 and reports
-      the same totals
+      `ceph --admin-daemon` reads auth_accepted (2, or more when the CLI
+      reconnected: see authenticated() below) and auth_refused 2 from objd's
+      perf counters, equal to objd's log; objd stops on SIGTERM with status 0
+      and reports the same totals
 
   ceph_cli_cephx_objd_test.py SIPHON_OBJD
 
@@ -157,8 +158,16 @@ def main():
             server = objd.err()
             lines = re.findall(r"authenticated client\.admin from 127\.0\.0\.1:\d+ as global_id \d+: cephx, (\w+) mode",
                                server)
-            expect(len(lines) == before + 1, f"one new 'authenticated' line expected, objd log:\n{server[-2000:]}")
-            expect(lines[-1] == mode, f"objd says mode {lines[-1]}, expected {mode}")
+            # Usually one session. The CLI may open a second: Pacific's
+            # MonClient::tick() takes `now`, sends a keepalive and then checks
+            # now - last_keepalive_ack; when the KEEPALIVE2_ACK (which echoes
+            # the keepalive's own, later, timestamp) is handled in between,
+            # the difference is negative, wraps ("no keepalive since ...
+            # (2106-02-07 ... seconds), reconnecting" in its log) and it
+            # reconnects. Every new session must be in the mode asked for.
+            new = lines[before:]
+            expect(len(new) >= 1, f"a new 'authenticated' line expected, objd log:\n{server[-2000:]}")
+            expect(all(m == mode for m in new), f"objd says modes {new}, expected {mode}")
             expect(re.search(r"accepted client\.admin from \S+ as global_id \d+: auth cephx, " + mode + " mode",
                              server), "objd did not accept the session after authenticating")
             # The CLI's side: objd's AUTH_SIGNATURE checked out, the session
@@ -198,7 +207,10 @@ def main():
             perf = json.loads(p.stdout)
             msgr = [v for k, v in perf.items() if k.startswith("siphon-messenger-") and not k.endswith("-cluster")]
             expect(len(msgr) == 1, f"public messenger's counters: {list(perf)}")
-            expect(msgr[0]["auth_accepted"] == 2, f"auth_accepted {msgr[0]['auth_accepted']}, expected 2")
+            accepted = objd.err().count("authenticated client.admin")  # 2, or more when the CLI reconnected
+            expect(accepted >= 2, f"{accepted} 'authenticated' lines in objd's log, expected at least 2")
+            expect(msgr[0]["auth_accepted"] == accepted,
+                   f"auth_accepted {msgr[0]['auth_accepted']}, expected {accepted} (the log's count)")
             expect(msgr[0]["auth_refused"] == 2, f"auth_refused {msgr[0]['auth_refused']}, expected 2")
 
         c.check("counted (perf dump through the stock CLI)", counters)
@@ -207,8 +219,9 @@ def main():
             st = objd.stop()
             expect(st == 0, f"siphon-objd exited {st} after SIGTERM:\n{objd.err()[-2000:]}")
             out = objd.out()
+            accepted = objd.err().count("authenticated client.admin")
             expect("siphon-objd mon.a: refused 2 authentication attempt(s)" in out, out)
-            expect("siphon-objd mon.a: authenticated 2 peer(s) with cephx" in out, out)
+            expect(f"siphon-objd mon.a: authenticated {accepted} peer(s) with cephx" in out, out)
             expect("served 0 put, 0 get, 0 stat, 0 delete; 0 error replies" in out, out)
 
         c.check("objd stops cleanly and reports the totals", clean_stop)
