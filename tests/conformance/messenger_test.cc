@@ -161,7 +161,7 @@ TEST_F(Pair, UndecodableTypedMessageFaultsOnlyThatConnection) {
   con2->send_message(make_message<Message>(MCounter::kType, 5, 3));
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 2; }));
   EXPECT_TRUE(logs.contains("compat_version 3"));
-  EXPECT_EQ(sd.messages, 0u);
+  EXPECT_EQ(sd.counts().messages, 0u);
   // The server still serves new connections.
   ConnectionRef con3 = connect();
   con3->send_message(make_message<MCounter>(1));
@@ -217,7 +217,7 @@ TEST_F(Pair, MarkDownDropsTheSessionWithoutCallbacks) {
   EXPECT_FALSE(again->send_message(make_message<Message>(kTypeTest)));
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 1; })) << "a message sent right after mark_down was lost";
   EXPECT_TRUE(eventually([&] { return !con->is_connected(); }, 5s));
-  EXPECT_EQ(cd.resets, 0);
+  EXPECT_EQ(cd.counts().resets, 0);
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 2; }));
 }
 
@@ -309,7 +309,7 @@ TEST_F(Pair, MissingFeaturesAreRefusedWithIdentMissingFeatures) {
   connect();
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }));
   EXPECT_TRUE(logs.contains("peer requires features we lack 0x100000"));
-  EXPECT_EQ(sd.accepts, 0);
+  EXPECT_EQ(sd.counts().accepts, 0);
 }
 
 TEST_F(Pair, SilentServerHitsTheClientsReadyTimeout) {
@@ -383,7 +383,7 @@ TEST_F(Pair, ServerIdleTimeoutClosesASilentLossyClientAndReportsIt) {
       << "the server still holds " << server->stats().connections << " connection(s)";
   // The client hears the close (the transport's end of stream or disconnect).
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.resets == 1; }, 10s));
-  EXPECT_EQ(sd.remote_resets + cd.remote_resets, 0);
+  EXPECT_EQ(sd.counts().remote_resets + cd.counts().remote_resets, 0);
 }
 
 // A connection that carries traffic more often than the timeout stays up,
@@ -399,7 +399,7 @@ TEST_F(Pair, BusyConnectionOutlivesTheIdleTimeout) {
     std::this_thread::sleep_for(50ms);
   }
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == kCount; }));
-  EXPECT_EQ(sd.resets + cd.resets, 0);
+  EXPECT_EQ(sd.counts().resets + cd.counts().resets, 0);
   EXPECT_EQ(server->stats().faults + client->stats().faults, 0u);
   EXPECT_EQ(server->stats().idle_timeouts + client->stats().idle_timeouts, 0u);
   EXPECT_TRUE(con->is_connected());
@@ -435,7 +435,7 @@ TEST_F(Pair, IdleTimeoutKeepsALosslessSession) {
   std::this_thread::sleep_for(100ms);
   std::lock_guard l(sd.w.mu);
   EXPECT_EQ(got, (std::vector<std::uint32_t>{0, 1, 2, 3, 4, 5}));
-  EXPECT_EQ(sd.resets + cd.resets + sd.remote_resets + cd.remote_resets, 0);
+  EXPECT_EQ(sd.resets + cd.counts().resets + sd.remote_resets + cd.counts().remote_resets, 0);
   EXPECT_EQ(server->stats().sessions_reset + client->stats().sessions_reset, 0u);
 }
 
@@ -457,7 +457,7 @@ TEST_F(Pair, IdleLosslessPeerWaitsInStandbyUntilItHasSomethingToSend) {
   ASSERT_FALSE(con->send_message(make_message<Message>(kTypeTest)));
   ASSERT_TRUE(sd.w.wait_for([&] { return sd.messages == 2; }));
   EXPECT_GE(server->stats().reconnects, 1u) << "the same session, reconnected";
-  EXPECT_EQ(sd.resets + cd.resets + sd.remote_resets + cd.remote_resets, 0);
+  EXPECT_EQ(sd.counts().resets + cd.counts().resets + sd.counts().remote_resets + cd.counts().remote_resets, 0);
 }
 
 TEST_F(Pair, KeepaliveIntervalKeepsAnIdleConnectionUp) {
@@ -467,7 +467,7 @@ TEST_F(Pair, KeepaliveIntervalKeepsAnIdleConnectionUp) {
   ConnectionRef con = connect();
   ASSERT_TRUE(cd.w.wait_for([&] { return cd.connects == 1; }));
   std::this_thread::sleep_for(1500ms);  // 2.5 idle timeouts pass
-  EXPECT_EQ(cd.resets, 0);
+  EXPECT_EQ(cd.counts().resets, 0);
   EXPECT_TRUE(con->is_connected());
 }
 

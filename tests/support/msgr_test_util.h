@@ -233,6 +233,18 @@ class RecordingDispatcher : public Dispatcher {
   int connects = 0, accepts = 0, resets = 0, remote_resets = 0, refused = 0;
   ConnectionRef last_con;
 
+  // The counters read under the lock: for a check made while the messengers
+  // still run (a dispatch thread may bump one at any moment, e.g. the reset
+  // of a connection that the test's end closes).
+  struct Counts {
+    std::uint64_t messages;
+    int connects, accepts, resets, remote_resets, refused;
+  };
+  Counts counts() {
+    std::lock_guard l(w.mu);
+    return {messages, connects, accepts, resets, remote_resets, refused};
+  }
+
  private:
   void bump(int& n, const ConnectionRef& c) {
     {
