@@ -223,10 +223,11 @@ class DirectoryStore final : public ObjectStore {
     }
     io_ = std::make_unique<SyscallIo>();
     engine_ = "system calls";
-    SIPHON_LOG(tools, 0,
-               "objd_data_dir {}: io_uring is refused ({}: a seccomp profile, the sysctl kernel.io_uring_disabled or "
-               "a kernel without io_uring); using plain system calls instead, with the same behaviour",
-               dir_, errno_text(rc));
+    const char* cause = rc == -EPERM    ? "a seccomp profile or the sysctl kernel.io_uring_disabled"
+                        : rc == -ENOSYS ? "a kernel without io_uring"
+                                        : "the kernel could not set up a ring";
+    SIPHON_LOG(tools, 0, "objd_data_dir {}: io_uring is refused ({}: {}); using plain system calls instead, with the "
+               "same behaviour", dir_, errno_text(rc), cause);
   }
   std::string describe() const override { return fmt::format("directory {} ({})", dir_, engine_); }
 

@@ -290,7 +290,8 @@ TEST(ObjdStore, ADirectoryFallsBackToSystemCallsWhenIoUringIsRefused) {
   // The child's stderr must hold the one log line naming the refusal and the
   // fallback, and the store's description.
   EXPECT_EXIT(directory_store_with_io_uring_refused(dir), ::testing::ExitedWithCode(0),
-              "objd_data_dir .*data: io_uring is refused \\(Operation not permitted: .*\\); using plain system "
+              "objd_data_dir .*data: io_uring is refused \\(Operation not permitted: a seccomp profile or the "
+              "sysctl kernel.io_uring_disabled\\); using plain system "
               "calls instead(.|\n)*store: directory .*data \\(system calls\\)");
   // What the child wrote is on disk, readable by a store on io_uring (or on
   // system calls, where this machine refuses io_uring too).
