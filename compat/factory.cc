@@ -114,6 +114,7 @@ transport::TcpOptions tcp_options(const Config& c) {
   t.busy_poll = std::chrono::microseconds(c.get<Opt::ms_tcp_busy_poll_us>());
   t.zerocopy_threshold = c.get<Opt::siphon_ms_tcp_zerocopy_threshold>();
   t.zerocopy_check_copies = c.get<Opt::siphon_ms_tcp_zerocopy_check_copies>();
+  t.rcvlowat = c.get<Opt::siphon_ms_tcp_rcvlowat>();
   return t;
 }
 

@@ -93,6 +93,15 @@ struct TcpOptions {
   // true): false keeps zero-copy on even when the kernel reports copies (to
   // measure what it costs on loopback).
   bool zerocopy_check_copies = true;
+  // siphon_ms_tcp_rcvlowat (Siphon extension, default 64 KiB, 0 = off): while
+  // a frame with more than this many bytes still to arrive is pending, the
+  // socket's SO_RCVLOWAT is raised to what the frame still needs, so the
+  // worker is woken once when (nearly) all of it is queued instead of once per
+  // few dozen KiB the kernel moves. Never above the bytes the pending frame
+  // still needs (so nothing waits for bytes the peer has no reason to send),
+  // set back to 1 for smaller frames; the kernel caps it at half of
+  // tcp_rmem's maximum and wakes the reader early under memory pressure.
+  std::size_t rcvlowat = 64u << 10;
   // ms_bind_port_min / ms_bind_port_max (Ceph, default 6800 / 7568; Pacific
   // used 7300 as the maximum): listen() on port 0 takes the first free port
   // of this range.

@@ -201,6 +201,7 @@ class TcpConnection final : public Connection {
   bool read_completed(State expected, const boost::system::error_code& ec, std::size_t n,
                       std::string_view op);
   void start_read();
+  bool set_rcvlowat(std::size_t want, std::size_t room);
   void on_read(const boost::system::error_code& ec, std::size_t n);
   void deliver_frames();
   void on_delay_done(const boost::system::error_code& ec);
@@ -259,6 +260,8 @@ class TcpConnection final : public Connection {
   std::size_t rx_used_ = 0;   // bytes of it already read
   bool reading_ = false;
   bool paused_ = false;
+  int rcvlowat_ = 1;          // the socket's SO_RCVLOWAT as last set (1: the kernel's default)
+  bool rcvlowat_refused_ = false;  // setsockopt(SO_RCVLOWAT) failed once: not tried again
   bool resume_scheduled_ = false;
   bool delaying_ = false;                 // an injected delay is running
   std::optional<proto::Frame> held_;      // the frame it holds back

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstring>
 #include <span>
 
 #include <boost/asio/post.hpp>
@@ -278,10 +279,48 @@ void TcpConnection::start_read() {
     rx_used_ = 0;
     room = cap;
   }
+  if (!set_rcvlowat(want, room)) return;
   reading_ = true;
   socket_.async_read_some(
       boost::asio::buffer(seg->data() + rx_used_, room),
       [self = self()](const boost::system::error_code& ec, std::size_t n) { self->on_read(ec, n); });
+}
+
+// siphon_ms_tcp_rcvlowat: while a large frame is pending, let the kernel wake
+// this worker only once the frame's remaining bytes (as many as this read can
+// take) are queued. The value never exceeds what the pending frame still
+// needs, so the wait always ends: those bytes are on their way, and the
+// kernel also wakes the reader on EOF, errors, memory pressure and a closing
+// receive window (tcp_data_ready). A lower value is set at once (correctness);
+// a higher one only when it at least doubles the current one, which keeps
+// it to about one system call per large frame. Asio's speculative read after
+// each completion still returns whatever has arrived; only the waits are
+// spaced out.
+// Returns false when it faulted the connection: a value that could not be
+// lowered could leave the reader waiting for bytes that never come.
+bool TcpConnection::set_rcvlowat(std::size_t want, std::size_t room) {
+  const std::size_t threshold = shared_->opts.rcvlowat;
+  if (rcvlowat_refused_ || (threshold == 0 && rcvlowat_ == 1)) return true;
+  std::size_t need = std::min({want, room, static_cast<std::size_t>(INT_MAX)});
+  if (threshold == 0 || need <= threshold) need = 1;
+  const int v = static_cast<int>(need);
+  if (v == rcvlowat_ || (v > rcvlowat_ && rcvlowat_ > 1 && v < 2 * rcvlowat_)) return true;
+  if (::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) != 0) {
+    const int err = errno;
+    if (v < rcvlowat_) {
+      fault(std::error_code(err, std::system_category()),
+            fmt::format("setsockopt(SO_RCVLOWAT, {}) failed lowering it from {}: {}", v, rcvlowat_,
+                        std::strerror(err)));
+      return false;
+    }
+    rcvlowat_refused_ = true;  // still 1: reads take whatever arrives
+    SIPHON_LOG(transport, 1, "tcp conn {}: setsockopt(SO_RCVLOWAT, {}) failed: {}; reading whatever arrives "
+                             "(siphon_ms_tcp_rcvlowat has no effect on this connection)",
+               serial_, v, std::strerror(err));
+    return true;
+  }
+  rcvlowat_ = v;
+  return true;
 }
 
 bool TcpConnection::read_completed(State expected, const boost::system::error_code& ec,

@@ -8,7 +8,10 @@
 # window from /proc/PID/task/*/stat and status. No PMU is needed (the VMs
 # this was written on have none).
 #
-#   tools/bench/tcp-cost.sh [--bench PATH] WORKLOAD [-- extra siphon-bench client flags]
+#   tools/bench/tcp-cost.sh [--bench PATH] [--set K=V]... WORKLOAD [-- extra siphon-bench client flags]
+#
+#   --set K=V  an option for both processes (e.g. siphon_ms_tcp_rcvlowat=0,
+#              which acts on the receiving side: the server)
 #
 #   WORKLOAD  sink4M  --pattern sink --size 4M --conns 1 (vs iperf3 one stream)
 #             sink1M  --pattern sink --size 1M --conns 1
@@ -17,8 +20,15 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 bench="$root/build/release/tools/bench/siphon-bench"
-[ "${1:-}" = --bench ] && { bench=$2; shift 2; }
-workload=${1:?"usage: tcp-cost.sh [--bench PATH] sink4M|sink1M|echo64 [-- flags]"}
+both=()
+while :; do
+  case "${1:-}" in
+    --bench) bench=$2; shift 2 ;;
+    --set) both+=(--set "$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
+workload=${1:?"usage: tcp-cost.sh [--bench PATH] [--set K=V]... sink4M|sink1M|echo64 [-- flags]"}
 shift
 [ "${1:-}" = -- ] && shift
 case "$workload" in
@@ -32,7 +42,7 @@ command -v perf >/dev/null || { echo "tcp-cost.sh: perf not found (apt-get insta
 
 tmp=$(mktemp -d)
 trap 'kill "${spid:-}" "${cpid:-}" 2>/dev/null || true; rm -rf "$tmp"' EXIT
-"$bench" server --ms-type async+posix --bind 127.0.0.1 --once --duration 40 >"$tmp/server.out" 2>"$tmp/server.log" &
+"$bench" server --ms-type async+posix --bind 127.0.0.1 --once --duration 40 ${both[@]+"${both[@]}"} >"$tmp/server.out" 2>"$tmp/server.log" &
 spid=$!
 addr=""
 for _ in $(seq 200); do
@@ -42,7 +52,7 @@ for _ in $(seq 200); do
 done
 [ -n "$addr" ] || { echo "tcp-cost.sh: the server did not start:" >&2; cat "$tmp/server.log" >&2; exit 1; }
 "$bench" client --ms-type async+posix --target "$addr" --duration 5 --warmup 1 --quiet --json "$tmp/client.json" \
-  "${args[@]}" "$@" >"$tmp/client.out" 2>&1 &
+  "${args[@]}" ${both[@]+"${both[@]}"} "$@" >"$tmp/client.out" 2>&1 &
 cpid=$!
 sleep 1.5  # connected, past the first second of warm-up
 
@@ -57,7 +67,7 @@ threads() {  # pid tid comm utime stime voluntary nonvoluntary
 }
 threads >"$tmp/before"
 events=task-clock,context-switches,cpu-migrations
-for s in sendmsg recvfrom epoll_wait futex read write; do events+=",syscalls:sys_enter_$s"; done
+for s in sendmsg recvfrom epoll_wait futex read write setsockopt; do events+=",syscalls:sys_enter_$s"; done
 perf stat -x, -e "$events" -p "$spid" -o "$tmp/perf.server" -- sleep 3 &
 perf stat -x, -e "$events" -p "$cpid" -o "$tmp/perf.client" -- sleep 3
 wait %3 2>/dev/null || true
@@ -71,8 +81,8 @@ r = json.load(open(f"{d}/client.json"))["results"]
 msgs = r["msgs_per_s"] * 3.0  # messages in the 3 s window
 print(f"client: {r['gbit_per_s']:.2f} Gbit/s, {r['msgs_per_s']:.0f} msgs/s, p50 {r['latency_ns']['percentiles']['p50']/1000:.1f} µs, "
       f"CPU {r['cpu']['us_per_msg']:.1f} µs/msg (both sides, whole run)")
-print("| side | CPU µs/msg | cs/msg | sendmsg | recvfrom | epoll_wait | futex | read | write |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| side | CPU µs/msg | cs/msg | sendmsg | recvfrom | epoll_wait | futex | read | write | setsockopt |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for side in ("client", "server"):
     v = {}
     for line in open(f"{d}/perf.{side}"):
@@ -82,7 +92,7 @@ for side in ("client", "server"):
             except ValueError: pass
     per = lambda k: f"{v.get(k, 0) / msgs:.2f}"
     print(f"| {side} | {v.get('task-clock', 0) * 1000 / msgs:.1f} | {per('context-switches')} | {per('sendmsg')} | "
-          f"{per('recvfrom')} | {per('epoll_wait')} | {per('futex')} | {per('read')} | {per('write')} |")
+          f"{per('recvfrom')} | {per('epoll_wait')} | {per('futex')} | {per('read')} | {per('write')} | {per('setsockopt')} |")
 def load(p):
     t = {}
     for line in open(p):

@@ -2,7 +2,9 @@
 // control, pause/resume, close and faults, malformed peers, binding.
 #include "tcp_test_util.h"
 
+#include <linux/sockios.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <netinet/tcp.h>
 
@@ -577,6 +579,111 @@ TEST_F(TcpTest, PeerClosingInsideAFrameIsTruncation) {
   }  // closed mid-frame (a FIN)
   ASSERT_TRUE(rec.wait_fault());
   EXPECT_EQ(rec.fault()->code, errc::truncated);
+}
+
+// ---------------------------------------------------------------------------
+// siphon_ms_tcp_rcvlowat: a large frame waits for its bytes in the kernel
+
+class TcpRcvlowatTest : public TcpFixture {
+ protected:
+  struct Outcome {
+    std::uint64_t reads = 0;      // reads the receiver made for the large frame
+    int lowat_waiting = -1;       // SO_RCVLOWAT while its last piece is held back
+    int queued_waiting = -1;      // bytes queued unread in the socket then (SIOCINQ)
+    std::size_t held_back = 0;    // bytes of the frame not yet sent then
+    int lowat_after = -1;         // SO_RCVLOWAT once it was delivered
+  };
+  static constexpr std::size_t kPiece = 64u << 10;
+
+  // A raw peer sends one MESSAGE frame with a 2 MiB data segment in 64 KiB
+  // pieces 3 ms apart, holds its last piece back for 150 ms, sends it, then
+  // sends a small frame. The receiver must deliver both, intact.
+  Outcome trickle(std::size_t threshold) {
+    TcpOptions sopts = test_options();
+    sopts.rcvlowat = threshold;
+    make_stacks(sopts);
+    Outcome out;
+    const auto addr = listen();
+    EXPECT_TRUE(addr);
+    if (!addr) return out;
+    RawSocket raw(*addr);
+    Recorder& rec = recorder();
+    const ConnectionRef conn = start_accepted(rec);
+    EXPECT_TRUE(conn);
+    if (!conn) return out;
+    EXPECT_TRUE(raw.write(proto::encode_banner({})));
+    EXPECT_TRUE(rec.wait_established());
+    char theirs[26];
+    EXPECT_TRUE(raw.read_exact(theirs, sizeof(theirs)));
+
+    std::string data(2u << 20, '\0');
+    for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>(i * 131 + (i >> 12));
+    proto::Frame f;
+    f.tag = proto::Tag::message;
+    f.segments[0] = BufferList::copy_of("hdr");
+    f.segments[3] = BufferList::copy_of(data);
+    const std::string wire = proto::encode_frame(std::move(f), proto::FrameRev::rev1).to_string();
+    const auto reads = [&] { return run_on(conn->worker(), [&] { return tcp(conn)->stats().read_ops; }); };
+    const std::uint64_t reads_before = reads();
+    std::size_t sent = 0;
+    while (wire.size() - sent > kPiece) {
+      EXPECT_TRUE(raw.write(wire.data() + sent, kPiece));
+      sent += kPiece;
+      std::this_thread::sleep_for(3ms);
+    }
+    std::this_thread::sleep_for(150ms);
+    out.held_back = wire.size() - sent;
+    out.lowat_waiting = sockopt(conn, SOL_SOCKET, SO_RCVLOWAT);
+    out.queued_waiting = run_on(conn->worker(), [&] {
+      int n = -1;
+      ::ioctl(tcp(conn)->native_handle(), SIOCINQ, &n);
+      return n;
+    });
+    EXPECT_EQ(rec.frame_count(), 0u) << "delivered before its last bytes were sent";
+    EXPECT_TRUE(raw.write(wire.data() + sent, wire.size() - sent));
+    EXPECT_TRUE(rec.wait_frames(1));
+    out.reads = reads() - reads_before;
+    out.lowat_after = sockopt(conn, SOL_SOCKET, SO_RCVLOWAT);
+    // A small frame after it is not kept waiting for bytes that never come.
+    EXPECT_TRUE(raw.write(proto::encode_frame(control(proto::Tag::keepalive2, "after"), proto::FrameRev::rev1)));
+    EXPECT_TRUE(rec.wait_frames(2));
+    const auto frames = rec.take_frames();
+    EXPECT_EQ(frames.size(), 2u);
+    if (frames.size() == 2) {
+      EXPECT_TRUE(frames[0].segments[3].to_string() == data) << "the large frame arrived damaged";
+      EXPECT_EQ(frames[1].segments[0].to_string(), "after");
+    }
+    EXPECT_EQ(rec.fault_count(), 0);
+    return out;
+  }
+};
+
+TEST_F(TcpRcvlowatTest, ALargeFrameWakesTheReceiverOnceItsBytesAreQueued) {
+  const Outcome on = trickle(64u << 10);
+  const std::size_t pieces = (2u << 20) / kPiece;  // 32
+  // Waiting for the last piece, the socket asks for the bytes the frame still
+  // needs: above the threshold, more than what is queued (which is why the
+  // worker sleeps), never more than that plus the bytes held back.
+  EXPECT_GT(on.lowat_waiting, 64 << 10);
+  EXPECT_GT(on.lowat_waiting, on.queued_waiting);
+  EXPECT_LE(static_cast<std::size_t>(on.lowat_waiting),
+            static_cast<std::size_t>(on.queued_waiting) + on.held_back);
+  EXPECT_EQ(on.lowat_after, 1) << "back to the kernel's default once the frame is in";
+  // Each piece would wake a reader that takes whatever arrived; here the
+  // kernel held them until the frame's last piece was queued.
+  EXPECT_LE(on.reads, pieces / 4) << "reads for 32 pieces";
+  std::printf("[ rcvlowat ] 64K: %llu reads for %zu pieces; SO_RCVLOWAT %d with %d bytes queued, %zu held back\n",
+              static_cast<unsigned long long>(on.reads), pieces, on.lowat_waiting, on.queued_waiting,
+              on.held_back);
+}
+
+TEST_F(TcpRcvlowatTest, OffTheReceiverReadsWhateverArrives) {
+  const Outcome off = trickle(0);
+  EXPECT_EQ(off.lowat_waiting, 1);
+  EXPECT_EQ(off.lowat_after, 1);
+  // The contrast that makes the test above meaningful: one read per piece or so.
+  EXPECT_GE(off.reads, (2u << 20) / kPiece / 2);
+  std::printf("[ rcvlowat ] off: %llu reads\n", static_cast<unsigned long long>(off.reads));
 }
 
 // ---------------------------------------------------------------------------
