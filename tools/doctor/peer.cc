@@ -15,20 +15,38 @@ namespace {
 
 // The verbs provider logs the path it applies to each rdma_cm connection's
 // QP at rdma level 1 ("rdma_cm connections use ..."): kept as evidence of
-// the path actually used; every other line is dropped (the report says what
-// matters).
+// the path actually used. A fault is logged at level 1 by the transport
+// ("RDMA connection ... faulted: REASON") and by the session ("... faulted
+// in state S: REASON"): the first few are kept too, so a warning for faults
+// names them. Every other line is dropped (the report says what matters).
 std::mutex g_mu;
 std::vector<std::string> g_paths;
+std::vector<std::string> g_faults;
+constexpr std::size_t kKeep = 8;
+
+// A log line without its time, thread and level: from the subsystem's name on.
+std::string chomp(std::string_view line, log::Subsys s) {
+  if (const auto at = line.find(fmt::format(" {}: ", log::name(s))); at != std::string_view::npos)
+    line.remove_prefix(at + 1);
+  std::string out(line);
+  while (!out.empty() && out.back() == '\n') out.pop_back();
+  return out;
+}
 
 void capture(log::Subsys s, int, std::string_view line) noexcept {
-  if (s != log::Subsys::rdma) return;
-  const auto at = line.find("rdma_cm connections use ");
-  if (at == std::string_view::npos) return;
   try {
-    std::string path(line.substr(at + 24));
-    while (!path.empty() && path.back() == '\n') path.pop_back();
-    std::lock_guard lk(g_mu);
-    if (g_paths.size() < 8) g_paths.push_back(std::move(path));
+    if (s == log::Subsys::rdma) {
+      if (const auto at = line.find("rdma_cm connections use "); at != std::string_view::npos) {
+        std::lock_guard lk(g_mu);
+        if (g_paths.size() < kKeep) g_paths.push_back(chomp(line.substr(at + 24), s));
+        return;
+      }
+    }
+    if ((s == log::Subsys::rdma && line.find(" faulted: ") != std::string_view::npos) ||
+        (s == log::Subsys::session && line.find(" faulted in state ") != std::string_view::npos)) {
+      std::lock_guard lk(g_mu);
+      if (g_faults.size() < kKeep) g_faults.push_back(chomp(line, s));
+    }
   } catch (...) {
   }
 }
@@ -127,7 +145,10 @@ std::vector<Check> run_peer(const compat::Config& cfg, const PeerOptions& o) {
   {
     std::lock_guard lk(g_mu);
     for (const auto& p : g_paths) c.evidence.push_back("path used: " + p);
+    if (faults != 0)
+      for (const auto& f : g_faults) c.evidence.push_back("fault: " + f);
     g_paths.clear();
+    g_faults.clear();
   }
   if (c.evidence.empty() && stack == "async+rdma")
     c.evidence.push_back("path used: the software fabric (no verbs connection was made)");

@@ -343,6 +343,19 @@ def case(name):
                 print(p.stdout, p.stderr)
                 expect(p, 0, "peer", r"^50 round trips to 127\.0\.0\.1:\d+ over async\+rdma: RTT p50 [\d.]+ us.*"
                        r"bulk 32 x 1 MiB echoed.*; 0 errors, 0 faults, 0 RNR events, 0 error completions")
+                assert "fault: " not in p.stdout, "fault evidence without faults"
+                # Queue pairs the fabric moves to the error state: the lossless
+                # session reconnects and replays (no message lost, so a
+                # warning, not an error), and the report names why it faulted.
+                p = subprocess.run([DOCTOR, "-c", c, "--peer", f"127.0.0.1:{port}", "--round-trips", "50",
+                                    "--set", "ms_async_rdma_soft_inject_qp_error_probability=0.01",
+                                    "--set", "ms_async_rdma_soft_inject_seed=7"],
+                                   capture_output=True, text=True, timeout=120)
+                print(p.stdout, p.stderr)
+                expect(p, 1, "peer", r"; 0 errors, [1-9]\d* faults, 0 RNR events, 0 error completions",
+                       r"check ms_async_rdma_credits")
+                assert re.search(r"^ +fault: rdma: RDMA connection to 127\.0\.0\.1:\d+ faulted: the queue pair "
+                                 r"moved to the error state", p.stdout, re.M), "no fault reason in the evidence"
             finally:
                 listener.send_signal(2)  # SIGINT: the listener stops
                 assert listener.wait(timeout=30) == 0, "the listener did not stop cleanly on SIGINT"
