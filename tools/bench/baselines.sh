@@ -28,9 +28,7 @@
 # --runs N each figure is the median of N runs. Install the baselines with
 # SIPHON_DEPS=bench tools/dev/install-deps.sh.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bench="$root/build/release/tools/bench/siphon-bench"
+. "$(dirname "$0")/lib.sh"   # here, root, bench, free_port
 seconds=5
 runs=1
 pin=none
@@ -74,7 +72,6 @@ trap cleanup EXIT
 
 server_cpu() { case "$pin" in same|split) echo "taskset -c 0" ;; *) echo "" ;; esac; }
 client_cpu() { case "$pin" in same) echo "taskset -c 0" ;; split) echo "taskset -c 1" ;; *) echo "" ;; esac; }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(statistics.median(v))' "$@"; }
 # wait_for FILE REGEX: up to 10 s.
 wait_for() {

@@ -16,9 +16,7 @@
 # context switch on the same CPU rather than a cross-CPU one.
 # tools/bench/zerocopy-ab.sh is this with the MSG_ZEROCOPY variants.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bench="$root/build/release/tools/bench/siphon-bench"
+. "$(dirname "$0")/lib.sh"   # here, root, bench, free_port
 rounds=3
 seconds=5
 sizes="4M 1M"
@@ -46,7 +44,6 @@ for tool in iperf3 python3; do
 done
 tmp=$(mktemp -d /tmp/siphon-tcp-ab.XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 iperf3_gbit() {
   local port
