@@ -305,15 +305,21 @@ bool TcpConnection::set_rcvlowat(std::size_t want, std::size_t room) {
   if (threshold == 0 || need <= threshold) need = 1;
   const int v = static_cast<int>(need);
   if (v == rcvlowat_ || (v > rcvlowat_ && rcvlowat_ > 1 && v < 2 * rcvlowat_)) return true;
-  if (::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &v, sizeof v) != 0) {
-    const int err = errno;
-    if (v < rcvlowat_) {
-      fault(std::error_code(err, std::system_category()),
-            fmt::format("setsockopt(SO_RCVLOWAT, {}) failed lowering it from {}: {}", v, rcvlowat_,
-                        std::strerror(err)));
+  const auto set = [this](int value) {
+    return ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVLOWAT, &value, sizeof value) == 0 ? 0 : errno;
+  };
+  if (const int err = set(v); err != 0) {
+    // A raise that fails leaves the connection at 1 for good (reads take
+    // whatever arrives); a value it cannot bring down to what the frame
+    // needs faults it.
+    const int down = v < rcvlowat_ ? err : rcvlowat_ == 1 ? 0 : set(1);
+    if (down != 0) {
+      fault(std::error_code(down, std::system_category()),
+            fmt::format("setsockopt(SO_RCVLOWAT) failed lowering it from {}: {}", rcvlowat_, std::strerror(down)));
       return false;
     }
-    rcvlowat_refused_ = true;  // still 1: reads take whatever arrives
+    rcvlowat_ = 1;
+    rcvlowat_refused_ = true;
     SIPHON_LOG(transport, 1, "tcp conn {}: setsockopt(SO_RCVLOWAT, {}) failed: {}; reading whatever arrives "
                              "(siphon_ms_tcp_rcvlowat has no effect on this connection)",
                serial_, v, std::strerror(err));

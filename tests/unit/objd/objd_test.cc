@@ -4,11 +4,7 @@
 // seccomp filter, on plain system calls), and the request handler's error
 // replies.
 #include <gtest/gtest.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
 #include <liburing.h>
-#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -23,6 +19,7 @@
 
 #include "msgr/base/error.h"
 #include "msgr/proto/encoding.h"
+#include "refuse_syscall.h"
 #include "tools/objd/proto.h"
 #include "tools/objd/server.h"
 #include "tools/objd/store.h"
@@ -229,29 +226,7 @@ TEST(ObjdStore, DirectoryThroughIoUring) {
 
 // Makes io_uring_setup fail with EPERM in the calling thread from now on, as
 // a container runtime's default seccomp profile does. Returns "" or why not.
-std::string refuse_io_uring() {
-#if defined(__x86_64__)
-  constexpr std::uint32_t kArch = AUDIT_ARCH_X86_64;
-#elif defined(__aarch64__)
-  constexpr std::uint32_t kArch = AUDIT_ARCH_AARCH64;
-#else
-  return "no seccomp filter is written for this architecture";
-#endif
-  sock_filter prog[] = {
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, kArch, 1, 0),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),
-      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA)),
-      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-  };
-  sock_fprog fprog{static_cast<unsigned short>(std::size(prog)), prog};
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return std::string("PR_SET_NO_NEW_PRIVS: ") + std::strerror(errno);
-  if (::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog) != 0)
-    return std::string("PR_SET_SECCOMP: ") + std::strerror(errno);
-  return {};
-}
+std::string refuse_io_uring() { return test::refuse_syscall(__NR_io_uring_setup, EPERM); }
 
 // In a child process (a death test): refuse io_uring, check the refusal is
 // real, then run the directory store through everything the io_uring test

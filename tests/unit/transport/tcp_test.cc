@@ -5,6 +5,7 @@
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <netinet/tcp.h>
 
@@ -19,6 +20,7 @@
 
 #include "msgr/base/crc32c.h"
 #include "msgr/base/log.h"
+#include "refuse_syscall.h"
 
 namespace siphon::transport::test {
 namespace {
@@ -675,6 +677,33 @@ TEST_F(TcpRcvlowatTest, ALargeFrameWakesTheReceiverOnceItsBytesAreQueued) {
   std::printf("[ rcvlowat ] 64K: %llu reads for %zu pieces; SO_RCVLOWAT %d with %d bytes queued, %zu held back\n",
               static_cast<unsigned long long>(on.reads), pieces, on.lowat_waiting, on.queued_waiting,
               on.held_back);
+}
+
+// A kernel (or a seccomp profile) that refuses SO_RCVLOWAT: the connection
+// says so once and reads whatever arrives, as with the option off; the frame
+// and the one after it still arrive intact. In a death test's child, where
+// the filter cannot reach the other tests. "threadsafe": the child is a
+// fresh run of this binary (fork and exec), so the stacks it starts are not
+// threads of a forked multi-threaded process (which TSan refuses).
+TEST_F(TcpRcvlowatTest, ARefusedSetsockoptReadsWhateverArrives) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        if (const std::string why = siphon::test::refuse_syscall(
+                __NR_setsockopt, EPERM, {{1, SOL_SOCKET}, {2, SO_RCVLOWAT}});
+            !why.empty()) {
+          std::fprintf(stderr, "cannot install the seccomp filter: %s\n", why.c_str());
+          std::_Exit(3);
+        }
+        const Outcome refused = trickle(64u << 10);
+        EXPECT_EQ(refused.lowat_waiting, 1);
+        EXPECT_EQ(refused.lowat_after, 1);
+        EXPECT_GE(refused.reads, (2u << 20) / kPiece / 2);
+        std::fprintf(stderr, "[ rcvlowat ] refused: %llu reads\n", static_cast<unsigned long long>(refused.reads));
+        std::_Exit(::testing::Test::HasFailure() ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0),
+      "setsockopt\\(SO_RCVLOWAT, [0-9]+\\) failed: Operation not permitted; reading whatever arrives");
 }
 
 TEST_F(TcpRcvlowatTest, OffTheReceiverReadsWhateverArrives) {
