@@ -1,5 +1,5 @@
 # Sourced by the tools/bench scripts that run siphon-bench against a baseline
-# tool on 127.0.0.1 (baselines.sh, tcp-ab.sh): where they are, the
+# tool on 127.0.0.1 (baselines.sh, tcp-ab.sh, tcp-cost.sh): where they are, the
 # repository, the siphon-bench they run unless told otherwise, and a free
 # port for each server they start.
 here=$(cd "$(dirname "${BASH_SOURCE[1]}")" && pwd)

@@ -17,9 +17,7 @@
 #             sink1M  --pattern sink --size 1M --conns 1
 #             echo64  --pattern echo --size 64 --conns 1 --inflight 1 (vs sockperf ping-pong)
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../.." && pwd)
-bench="$root/build/release/tools/bench/siphon-bench"
+. "$(dirname "$0")/lib.sh"   # here, root, bench, free_port
 both=()
 while :; do
   case "${1:-}" in
