@@ -118,9 +118,11 @@ std::uint8_t sgid_index_of(const NetAddress& a) {
 
 class CmIdImpl final : public CmId {
  public:
+  // Every id is on device 0 (soft0): see use_device().
   CmIdImpl(std::shared_ptr<Fabric> f, std::shared_ptr<CmCore> core)
       : fabric_(std::move(f)), core_(std::move(core)) {
     core_->handle = this;
+    fabric_->counters.cm_ids_live.fetch_add(1, std::memory_order_relaxed);
   }
   ~CmIdImpl() override {
     CmCore* c = core_.get();
@@ -129,17 +131,20 @@ class CmIdImpl final : public CmId {
     dropped.clear();  // destroys undelivered new ids outside the channel lock
     std::shared_ptr<QpCore> qp;
     fabric_->engine->call([&] { qp = std::move(c->qp); });
+    device_.reset();
+    fabric_->counters.cm_ids_live.fetch_sub(1, std::memory_order_relaxed);
   }
 
   std::error_code bind(const NetAddress& addr) override {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
-      if (c.st != CmCore::St::idle) ec = errc::invalid_argument;
+      if (c.st == CmCore::St::removed) ec = errc::device_not_found;
+      else if (c.st != CmCore::St::idle) ec = errc::invalid_argument;
       else if (addr.is_unspecified() || !is_local_address(addr)) ec = errc::address_invalid;
+      else if (!use_device(c)) ec = errc::device_not_found;
       else {
         c.local = addr;
-        c.dev = fabric_->devices.front().get();
         c.st = CmCore::St::bound;
       }
     });
@@ -150,6 +155,10 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st != CmCore::St::bound) {
         ec = errc::invalid_argument;
         return;
@@ -174,8 +183,18 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st != CmCore::St::idle && c.st != CmCore::St::bound) {
         ec = errc::invalid_argument;
+        return;
+      }
+      // The device serving every address is taken away: no route to resolve
+      // on (an error now, not an ADDR_ERROR event).
+      if (fabric_->devices.front()->removed.load()) {
+        ec = errc::device_not_found;
         return;
       }
       if (src != nullptr && !src->is_unspecified() && !is_local_address(*src)) {
@@ -204,7 +223,7 @@ class CmIdImpl final : public CmId {
       }
       c.local = local;
       c.peer = dst;
-      c.dev = fabric_->devices.front().get();
+      use_device(c);  // not removed: checked above, on this thread
       c.st = CmCore::St::addr_resolved;
       c.emit(CmEventType::addr_resolved);
     });
@@ -215,6 +234,10 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st != CmCore::St::addr_resolved) {
         ec = errc::invalid_argument;
         return;
@@ -227,22 +250,38 @@ class CmIdImpl final : public CmId {
 
   Device* device() noexcept override {
     DeviceCore* d = nullptr;
-    fabric_->engine->call([&] { d = core_->dev; });
+    std::uint32_t gen = 0;
+    fabric_->engine->call([&] {
+      d = core_->dev;
+      gen = core_->dev_gen;
+    });
     if (d == nullptr) return nullptr;
-    if (!device_) device_ = open_device_handle(fabric_, *d);
+    // In the generation the id was bound in: dead once its device is removed.
+    if (!device_) device_ = open_device_handle(fabric_, *d, gen);
     return device_.get();
   }
   std::uint8_t port_num() const noexcept override { return 1; }
 
   std::unique_ptr<QueuePair> create_qp(ProtectionDomain& pd, const QpInit& init,
                                        std::error_code& ec) override {
-    std::uint32_t pd_id = 0;
-    DeviceCore* dev = device_of(pd, &pd_id);
-    if (dev == nullptr || dev != core_->dev || core_->qp) {
+    std::uint32_t pd_id = 0, gen = 0;
+    DeviceCore* dev = device_of(pd, &pd_id, &gen);
+    DeviceCore* mine = nullptr;
+    bool removed = false, has_qp = false;
+    call([&] {
+      mine = core_->dev;
+      removed = core_->st == CmCore::St::removed;
+      has_qp = core_->qp != nullptr;
+    });
+    if (removed) {
+      ec = errc::device_not_found;
+      return nullptr;
+    }
+    if (dev == nullptr || dev != mine || has_qp) {
       ec = errc::invalid_argument;
       return nullptr;
     }
-    auto qp = create_qp_core(fabric_, *dev, pd_id, init, ec);
+    auto qp = create_qp_core(fabric_, *dev, pd_id, gen, init, ec);
     if (!qp) return nullptr;
     QpAttr a;
     a.state = QpState::init;
@@ -265,6 +304,10 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st != CmCore::St::route_resolved || !c.qp) {
         ec = c.qp ? errc::invalid_argument : errc::not_connected;
         return;
@@ -308,6 +351,10 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st != CmCore::St::req_received || c.link == nullptr || !c.qp) {
         ec = c.qp ? errc::invalid_argument : errc::not_connected;
         return;
@@ -347,6 +394,10 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st != CmCore::St::req_received || c.link == nullptr) {
         ec = errc::invalid_argument;
         return;
@@ -368,6 +419,10 @@ class CmIdImpl final : public CmId {
     std::error_code ec;
     call([&] {
       CmCore& c = *core_;
+      if (c.st == CmCore::St::removed) {
+        ec = errc::device_not_found;
+        return;
+      }
       if (c.st == CmCore::St::disconnected || c.st == CmCore::St::disconnecting) return;
       if (c.st != CmCore::St::established && c.st != CmCore::St::rep_sent) {
         ec = errc::invalid_argument;
@@ -405,6 +460,19 @@ class CmIdImpl final : public CmId {
   }
   // Passive side: INIT -> RTR -> RTS from the REQ.
   std::error_code bring_up(CmCore& c) { return connect_qp(c, c.peer_conn); }
+  // Engine thread: attaches `c` to the device that serves its address.
+  // The fabric's devices share the host's addresses and GID table, so every
+  // address is served by device 0 (soft0): every id of the provider binds
+  // and resolves there (and removing soft0 tells every bound id). False,
+  // nothing attached, while that device is removed.
+  bool use_device(CmCore& c) {
+    DeviceCore* d = fabric_->devices.front().get();
+    const std::uint32_t gen = d->generation.load();
+    if (d->removed.load()) return false;
+    c.dev = d;
+    c.dev_gen = gen;
+    return true;
+  }
 
   std::shared_ptr<Fabric> fabric_;
   std::shared_ptr<CmCore> core_;
@@ -455,7 +523,10 @@ CmCore::CmCore(std::shared_ptr<Fabric> f, std::shared_ptr<CmChannelCore> ch)
     : fabric(std::move(f)), channel(std::move(ch)) {
   std::random_device rd;
   start_psn = rd() & wire::kPsnMask;
-  fabric->engine->call([this] { fabric->engine->add_timer_client(this); });
+  fabric->engine->call([this] {
+    fabric->engine->add_timer_client(this);
+    fabric->cm_cores.insert(this);
+  });
 }
 
 CmCore::~CmCore() = default;
@@ -477,7 +548,7 @@ wire::CmConnect CmCore::my_conn() const {
 
 void CmCore::emit(CmEventType type, std::error_code status, std::span<const std::uint8_t> pd,
                   std::size_t pad_to) {
-  if (handle == nullptr) return;
+  if (handle == nullptr || st == St::removed) return;  // DEVICE_REMOVAL is the last event
   CmEvent ev;
   ev.type = type;
   ev.id = handle;
@@ -498,6 +569,7 @@ void CmCore::drop_link() {
 
 void CmCore::destroy() {
   handle = nullptr;
+  fabric->cm_cores.erase(this);
   drop_link();
   if (listener != nullptr) {
     listener->close();
@@ -507,6 +579,19 @@ void CmCore::destroy() {
   pending.clear();
   if (timer_id != 0) fabric->engine->remove_timer_client(this);
   if (qp && st == St::established) qp->to_error();  // rdma_destroy_id sends DREQ
+}
+
+void CmCore::remove_device() {
+  emit(CmEventType::device_removal);
+  st = St::removed;
+  deadline = TimePoint{};
+  drop_link();  // the peer's CM sees the connection go (DISCONNECTED, or a failed connect)
+  if (listener != nullptr) {
+    listener->close();
+    listener = nullptr;
+  }
+  for (auto& p : pending) p->destroy();  // accepted, REQ not yet in: never seen by the user
+  pending.clear();
 }
 
 void CmCore::on_accept(int fd) {
@@ -532,6 +617,7 @@ void CmCore::on_accept(int fd) {
   core->link = l;
   core->parent = this;
   core->dev = dev;
+  core->dev_gen = dev_gen;
   core->local = sock_name(fd, false);
   core->peer = sock_name(fd, true);
   core->st = St::req_wait;

@@ -48,7 +48,9 @@ struct Counters {
       link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0}, same_host_reads{0},
       same_host_refused{0}, cq_events_lost{0}, cq_events_late{0};
-  std::atomic<std::uint64_t> mrs_live{0}, qps_live{0};  // gauges
+  std::atomic<std::uint64_t> device_removals{0};
+  std::atomic<std::uint64_t> mrs_live{0}, qps_live{0}, contexts_live{0}, pds_live{0}, cqs_live{0},
+      srqs_live{0}, mws_live{0}, cm_ids_live{0};  // gauges
   static void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) noexcept {
     c.fetch_add(n, std::memory_order_relaxed);
   }
@@ -316,6 +318,7 @@ struct SrqCore {
 
 struct Fabric;
 struct QpnBlock;
+class CmCore;
 
 struct DeviceCore {
   DeviceCore(Fabric& fabric, unsigned index, const SoftOptions& o);
@@ -327,6 +330,19 @@ struct DeviceCore {
   std::atomic<std::uint32_t> qp_count{0};
   std::atomic<std::uint32_t> cq_count{0};
   std::atomic<std::uint32_t> qp_serial{0};  // seeds per-QP fault PRNGs
+  // soft::set_device_removed: while `removed` the device is not listed, not
+  // opened and nothing is made on it. `generation` counts removals: every
+  // handle remembers the generation it was made in and is dead once it
+  // changes, so objects made before a removal stay dead after the device is
+  // given back. Both change on the engine thread only; a removal stores
+  // `removed` before it bumps `generation`, and an open loads them in the
+  // other order, so an open racing a removal either fails or gets a handle
+  // that is already dead.
+  std::atomic<bool> removed{false};
+  std::atomic<std::uint32_t> generation{0};
+  bool alive(std::uint32_t gen) const noexcept {
+    return !removed.load() && generation.load() == gen;
+  }
   // Engine thread only.
   std::vector<std::unique_ptr<QpnBlock>> blocks;
   QpCore* find_qp(std::uint32_t qpn) const noexcept;
@@ -344,6 +360,9 @@ struct Fabric {
   Counters counters;
   std::vector<std::unique_ptr<DeviceCore>> devices;
   std::atomic<bool> refusal_logged{false};  // the same-host copy refusal is logged once
+  // Every CM id core not yet destroyed (engine thread only): what a device
+  // removal tells.
+  std::unordered_set<CmCore*> cm_cores;
   std::unique_ptr<Engine> engine;  // last member built, first destroyed
 };
 
@@ -397,8 +416,6 @@ struct TxSource {
   std::uint32_t qpn = 0;                // mr: the responder QP (memory windows)
   bool failed = false;
 };
-
-class CmCore;
 
 // One TCP connection. Kinds:
 //  requester  opened by a QP to the responder's QPN block; carries its
@@ -557,6 +574,9 @@ class QpCore final : public TimerClient {
   void on_timer(TimePoint now) override;
   void to_error();     // enter_error() and flush everything outstanding
   void enter_error();  // state ERR, requester link closed; no completions yet
+  // The device was taken away (soft::set_device_removed): to_error(), the
+  // responder link closed, and modify() refuses anything but ERR from now on.
+  void remove_device();
   // requester side
   void fill_requests(Link& link);
   void on_response(Link& link, const wire::Header& h);  // ACK / NAK
@@ -588,6 +608,7 @@ class QpCore final : public TimerClient {
   // rewrite what the QP connected with). Engine-owned, for query_path().
   Gid sgid{};
   bool destroyed = false;
+  bool device_gone = false;  // remove_device() ran
 
  private:
   void set_state(QpState s) noexcept { state_.store(s, std::memory_order_release); }
@@ -688,6 +709,7 @@ class CmCore final : public TimerClient {
   enum class St : std::uint8_t {
     idle, bound, listening, addr_resolved, route_resolved, req_sent, req_wait, req_received,
     rep_sent, established, disconnecting, disconnected, rejected, failed,
+    removed,  // its device was taken away: DEVICE_REMOVAL sent, nothing after
   };
   CmCore(std::shared_ptr<Fabric> fabric, std::shared_ptr<CmChannelCore> channel);
   ~CmCore() override;
@@ -697,6 +719,10 @@ class CmCore final : public TimerClient {
   void on_link_connected(Link& link);
   void on_accept(int fd);  // listening
   void destroy();          // engine thread
+  // Engine thread: its device was taken away. One DEVICE_REMOVAL event, then
+  // its link, listener and pending connections are closed and it stays in
+  // St::removed (every call on the id but its destruction fails).
+  void remove_device();
 
   std::shared_ptr<Fabric> fabric;
   std::shared_ptr<CmChannelCore> channel;
@@ -704,6 +730,7 @@ class CmCore final : public TimerClient {
   St st = St::idle;
   NetAddress local, peer;
   DeviceCore* dev = nullptr;
+  std::uint32_t dev_gen = 0;  // dev->generation when it was bound or resolved
   std::shared_ptr<QpCore> qp;
   ConnParam my_param;
   CmQos qos;  // set_qos: applied to the QP's path when it is connected

@@ -36,8 +36,15 @@ SoftCounters Counters::snapshot() const noexcept {
   s.links_opened = g(links_opened);
   s.same_host_reads = g(same_host_reads);
   s.same_host_refused = g(same_host_refused);
+  s.device_removals = g(device_removals);
   s.mrs_live = g(mrs_live);
   s.qps_live = g(qps_live);
+  s.contexts_live = g(contexts_live);
+  s.pds_live = g(pds_live);
+  s.cqs_live = g(cqs_live);
+  s.srqs_live = g(srqs_live);
+  s.mws_live = g(mws_live);
+  s.cm_ids_live = g(cm_ids_live);
   return s;
 }
 

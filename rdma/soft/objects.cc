@@ -180,15 +180,23 @@ class MrImpl final : public MemoryRegion {
 }  // namespace
 
 MwImpl::MwImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::uint32_t key)
-    : fabric_(std::move(f)), dev_(d), index_(key >> 8), rkey_(key) {}
-MwImpl::~MwImpl() { dev_.mrs.remove_mw(index_); }
+    : fabric_(std::move(f)), dev_(d), index_(key >> 8), rkey_(key) {
+  fabric_->counters.mws_live.fetch_add(1, std::memory_order_relaxed);
+}
+MwImpl::~MwImpl() {
+  dev_.mrs.remove_mw(index_);
+  fabric_->counters.mws_live.fetch_sub(1, std::memory_order_relaxed);
+}
 
 namespace {
 
 class SrqImpl final : public SharedReceiveQueue {
  public:
   SrqImpl(std::shared_ptr<Fabric> f, std::shared_ptr<SrqCore> core)
-      : fabric_(std::move(f)), core_(std::move(core)) {}
+      : fabric_(std::move(f)), core_(std::move(core)) {
+    fabric_->counters.srqs_live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~SrqImpl() override { fabric_->counters.srqs_live.fetch_sub(1, std::memory_order_relaxed); }
   std::error_code post_recv(std::span<const RecvWr> wrs, std::size_t* bad) noexcept override {
     const FaultPlan& fp = fabric_->options.faults;
     return core_->ring.post(wrs, bad, fp.fail_post.enabled() ? &core_->rng : nullptr, &fp.fail_post,
@@ -214,9 +222,15 @@ bool memory_mapped(void* addr, std::size_t len) {
 
 }  // namespace
 
-CqImpl::CqImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::shared_ptr<CqCore> core)
-    : fabric_(std::move(f)), dev_(d), core_(std::move(core)) {}
-CqImpl::~CqImpl() { dev_.cq_count.fetch_sub(1); }
+CqImpl::CqImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::uint32_t gen,
+               std::shared_ptr<CqCore> core)
+    : fabric_(std::move(f)), dev_(d), gen_(gen), core_(std::move(core)) {
+  fabric_->counters.cqs_live.fetch_add(1, std::memory_order_relaxed);
+}
+CqImpl::~CqImpl() {
+  dev_.cq_count.fetch_sub(1);
+  fabric_->counters.cqs_live.fetch_sub(1, std::memory_order_relaxed);
+}
 std::size_t CqImpl::poll(std::span<Wc> out) noexcept { return core_->poll(out); }
 std::error_code CqImpl::arm(bool solicited_only) noexcept {
   core_->arm(solicited_only);
@@ -278,7 +292,8 @@ std::error_code QpImpl::post_recv(std::span<const RecvWr> wrs, std::size_t* bad)
 }
 
 std::shared_ptr<QpCore> create_qp_core(const std::shared_ptr<Fabric>& fabric, DeviceCore& dev,
-                                       std::uint32_t pd, const QpInit& init, std::error_code& ec) {
+                                       std::uint32_t pd, std::uint32_t gen, const QpInit& init,
+                                       std::error_code& ec) {
   const DeviceAttr& a = dev.attr;
   auto* scq = dynamic_cast<CqImpl*>(init.send_cq);
   auto* rcq = dynamic_cast<CqImpl*>(init.recv_cq);
@@ -290,6 +305,10 @@ std::shared_ptr<QpCore> create_qp_core(const std::shared_ptr<Fabric>& fabric, De
       c.max_send_sge > a.max_sge || (init.srq == nullptr && c.max_recv_sge > a.max_sge) ||
       c.max_inline_data > fabric->options.max_inline_data) {
     ec = errc::invalid_argument;
+    return nullptr;
+  }
+  if (!dev.alive(gen) || scq->generation() != gen || rcq->generation() != gen) {
+    ec = errc::device_not_found;  // the device (or that of a CQ) was taken away
     return nullptr;
   }
   if (dev.qp_count.fetch_add(1) >= a.max_qp) {
@@ -308,7 +327,14 @@ std::shared_ptr<QpCore> create_qp_core(const std::shared_ptr<Fabric>& fabric, De
     ec = errc::out_of_memory;
     return nullptr;
   }
-  fabric->engine->call([&] { core->register_qpn(ec); });
+  // Checked again on the engine thread, where removals run: a QP is either
+  // registered before the removal (which moves it to ERR) or not made.
+  fabric->engine->call([&] {
+    if (!dev.alive(gen))
+      ec = errc::device_not_found;
+    else
+      core->register_qpn(ec);
+  });
   if (ec) {
     dev.qp_count.fetch_sub(1);
     return nullptr;
@@ -322,12 +348,19 @@ namespace {
 
 class PdImpl final : public ProtectionDomain {
  public:
-  PdImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::uint32_t id)
-      : fabric_(std::move(f)), dev_(d), id_(id) {}
+  PdImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::uint32_t id, std::uint32_t gen)
+      : fabric_(std::move(f)), dev_(d), id_(id), gen_(gen) {
+    fabric_->counters.pds_live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~PdImpl() override { fabric_->counters.pds_live.fetch_sub(1, std::memory_order_relaxed); }
 
   std::unique_ptr<MemoryRegion> reg_mr(void* addr, std::size_t len, std::uint32_t access,
                                        std::error_code& ec) override {
     constexpr std::uint32_t kKnown = kLocalWrite | kRemoteWrite | kRemoteRead | kMwBind;
+    if (!dev_.alive(gen_)) {
+      ec = errc::device_not_found;
+      return nullptr;
+    }
     if ((access & ~kKnown) != 0 || ((access & kRemoteWrite) != 0 && (access & kLocalWrite) == 0) ||
         (addr == nullptr && len != 0) || len > dev_.attr.max_mr_size) {
       ec = errc::invalid_argument;
@@ -344,6 +377,10 @@ class PdImpl final : public ProtectionDomain {
   }
 
   std::unique_ptr<SharedReceiveQueue> create_srq(const SrqInit& init, std::error_code& ec) override {
+    if (!dev_.alive(gen_)) {
+      ec = errc::device_not_found;
+      return nullptr;
+    }
     if (init.max_wr == 0 || init.max_wr > dev_.attr.max_srq_wr || init.max_sge == 0 ||
         init.max_sge > dev_.attr.max_srq_sge) {
       ec = errc::invalid_argument;
@@ -356,6 +393,10 @@ class PdImpl final : public ProtectionDomain {
   }
 
   std::unique_ptr<MemoryWindow> alloc_mw(std::error_code& ec) override {
+    if (!dev_.alive(gen_)) {
+      ec = errc::device_not_found;
+      return nullptr;
+    }
     if (!dev_.attr.mw_type2) {
       ec = errc::not_supported;
       return nullptr;
@@ -366,28 +407,37 @@ class PdImpl final : public ProtectionDomain {
   }
 
   std::unique_ptr<QueuePair> create_qp(const QpInit& init, std::error_code& ec) override {
-    auto core = create_qp_core(fabric_, dev_, id_, init, ec);
+    auto core = create_qp_core(fabric_, dev_, id_, gen_, init, ec);
     if (!core) return nullptr;
     return std::make_unique<QpImpl>(fabric_, std::move(core));
   }
 
   DeviceCore& device() noexcept { return dev_; }
   std::uint32_t id() const noexcept { return id_; }
+  std::uint32_t generation() const noexcept { return gen_; }
 
  private:
   std::shared_ptr<Fabric> fabric_;
   DeviceCore& dev_;
   std::uint32_t id_;
+  std::uint32_t gen_;  // DeviceCore::generation of the device handle it came from
 };
 
 // ------------------------------------------------------------- device
 
 class DeviceImpl final : public Device {
  public:
-  DeviceImpl(std::shared_ptr<Fabric> f, DeviceCore& d) : fabric_(std::move(f)), dev_(d) {}
+  DeviceImpl(std::shared_ptr<Fabric> f, DeviceCore& d, std::uint32_t gen)
+      : fabric_(std::move(f)), dev_(d), gen_(gen) {
+    fabric_->counters.contexts_live.fetch_add(1, std::memory_order_relaxed);
+  }
+  ~DeviceImpl() override {
+    fabric_->counters.contexts_live.fetch_sub(1, std::memory_order_relaxed);
+  }
   const DeviceAttr& attr() const noexcept override { return dev_.attr; }
 
   std::error_code query_port(std::uint8_t port, PortAttr& out) const override {
+    if (!dev_.alive(gen_)) return errc::device_not_found;
     if (port != 1) return errc::invalid_argument;
     const bool up = !host_gids().empty();
     out.state = up ? PortState::active : PortState::down;
@@ -400,22 +450,31 @@ class DeviceImpl final : public Device {
   }
 
   std::error_code query_gids(std::uint8_t port, std::vector<GidEntry>& out) const override {
+    if (!dev_.alive(gen_)) return errc::device_not_found;
     if (port != 1) return errc::invalid_argument;
     out = host_gids();
     return {};
   }
 
   std::unique_ptr<ProtectionDomain> alloc_pd(std::error_code& ec) override {
+    if (!dev_.alive(gen_)) {
+      ec = errc::device_not_found;
+      return nullptr;
+    }
     const std::uint32_t id = dev_.next_pd.fetch_add(1);
     if (id > dev_.attr.max_pd) {
       ec = errc::resource_exhausted;
       return nullptr;
     }
     ec.clear();
-    return std::make_unique<PdImpl>(fabric_, dev_, id);
+    return std::make_unique<PdImpl>(fabric_, dev_, id, gen_);
   }
 
   std::unique_ptr<CompletionQueue> create_cq(std::uint32_t cqe, std::error_code& ec) override {
+    if (!dev_.alive(gen_)) {
+      ec = errc::device_not_found;
+      return nullptr;
+    }
     if (cqe == 0 || cqe > dev_.attr.max_cqe) {
       ec = errc::invalid_argument;
       return nullptr;
@@ -431,12 +490,13 @@ class DeviceImpl final : public Device {
       dev_.cq_count.fetch_sub(1);
       return nullptr;
     }
-    return std::make_unique<CqImpl>(fabric_, dev_, std::move(core));
+    return std::make_unique<CqImpl>(fabric_, dev_, gen_, std::move(core));
   }
 
  private:
   std::shared_ptr<Fabric> fabric_;
   DeviceCore& dev_;
+  std::uint32_t gen_;  // DeviceCore::generation when it was opened
 };
 
 // ------------------------------------------------------------- provider
@@ -451,6 +511,34 @@ std::mutex& providers_mu() {
 std::set<Fabric*>& providers() {
   static auto* all = new std::set<Fabric*>;
   return *all;
+}
+
+// Engine thread: device `d` has just been marked removed. Its CM ids are
+// told (one DEVICE_REMOVAL each; listeners and connections closed), then
+// its QPs go to ERR (everything outstanding flushed) and its QPN blocks
+// close, so peers' requests find no adapter. New blocks open on demand
+// once the device is given back.
+void take_device_away(Fabric& f, DeviceCore& d) {
+  std::vector<CmCore*> ids;
+  for (CmCore* c : f.cm_cores)
+    if (c->dev == &d && c->handle != nullptr && c->st != CmCore::St::removed) ids.push_back(c);
+  // Telling one id never destroys another user-visible id (only the
+  // pending, not yet requested cores of a listener), so `ids` stays valid.
+  for (CmCore* c : ids) c->remove_device();
+  std::size_t qps = 0;
+  for (auto& b : d.blocks) {
+    for (QpCore* q : b->qps)
+      if (q != nullptr) {
+        q->remove_device();
+        ++qps;
+      }
+    if (b->listener != nullptr) b->listener->close();
+    b->listener = nullptr;
+  }
+  d.blocks.clear();
+  SIPHON_LOG(rdma, 1,
+             "soft: device {} removed (soft::set_device_removed): {} CM ids told, {} QPs to ERR",
+             d.attr.name, ids.size(), qps);
 }
 
 class ProviderImpl final : public Provider {
@@ -469,18 +557,46 @@ class ProviderImpl final : public Provider {
     SIPHON_LOG(rdma, 1, "soft: link {} (soft::set_link_down)", down ? "down: every link closed" : "up again");
     f.engine->call([&f, down] { f.engine->set_link_down(down); });
   }
+  bool set_device_removed(std::string_view name, bool removed) {
+    return set_fabric_device_removed(*fabric_, name, removed);
+  }
+  // False when the fabric has no device `name`.
+  static bool set_fabric_device_removed(Fabric& f, std::string_view name, bool removed) {
+    DeviceCore* d = nullptr;
+    for (auto& dc : f.devices)
+      if (dc->attr.name == name) d = dc.get();
+    if (d == nullptr) return false;
+    f.engine->call([&f, d, removed] {
+      if (d->removed.load() == removed) return;
+      if (!removed) {
+        d->removed.store(false);
+        SIPHON_LOG(rdma, 1, "soft: device {} given back (soft::set_device_removed)", d->attr.name);
+        return;
+      }
+      // `removed` before `generation` (DeviceCore::generation).
+      d->removed.store(true);
+      d->generation.fetch_add(1);
+      Counters::bump(f.counters.device_removals);
+      take_device_away(f, *d);
+    });
+    return true;
+  }
   std::string_view name() const noexcept override { return "soft"; }
   bool completions_from_process_thread() const noexcept override { return true; }
   std::vector<std::string> list_devices() override {
     std::vector<std::string> names;
-    for (auto& d : fabric_->devices) names.push_back(d->attr.name);
+    for (auto& d : fabric_->devices)
+      if (!d->removed.load()) names.push_back(d->attr.name);
     return names;
   }
   std::unique_ptr<Device> open_device(std::string_view name, std::error_code& ec) override {
     for (auto& d : fabric_->devices)
       if (d->attr.name == name) {
+        // The generation before `removed` (see DeviceCore::generation).
+        const std::uint32_t gen = d->generation.load();
+        if (d->removed.load()) break;  // taken away: as if it did not exist
         ec.clear();
-        return std::make_unique<DeviceImpl>(fabric_, *d);
+        return std::make_unique<DeviceImpl>(fabric_, *d, gen);
       }
     ec = fabric_->devices.empty() ? errc::no_device : errc::device_not_found;
     return nullptr;
@@ -507,14 +623,16 @@ class ProviderImpl final : public Provider {
 
 }  // namespace
 
-std::unique_ptr<Device> open_device_handle(std::shared_ptr<Fabric> fabric, DeviceCore& dev) {
-  return std::make_unique<DeviceImpl>(std::move(fabric), dev);
+std::unique_ptr<Device> open_device_handle(std::shared_ptr<Fabric> fabric, DeviceCore& dev,
+                                           std::uint32_t gen) {
+  return std::make_unique<DeviceImpl>(std::move(fabric), dev, gen);
 }
 
-DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id) {
+DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id, std::uint32_t* gen) {
   auto* p = dynamic_cast<PdImpl*>(&pd);
   if (p == nullptr) return nullptr;
   *pd_id = p->id();
+  *gen = p->generation();
   return &p->device();
 }
 
@@ -559,6 +677,19 @@ std::size_t set_link_down_all(bool down) {
   std::lock_guard lk(providers_mu());
   for (Fabric* f : providers()) ProviderImpl::set_fabric_link_down(*f, down);
   return providers().size();
+}
+
+bool set_device_removed(Provider& provider, std::string_view name, bool removed) {
+  auto* p = dynamic_cast<ProviderImpl*>(&provider);
+  return p != nullptr && p->set_device_removed(name, removed);
+}
+
+std::size_t set_device_removed_all(std::string_view name, bool removed) {
+  std::lock_guard lk(providers_mu());
+  std::size_t n = 0;
+  for (Fabric* f : providers())
+    if (ProviderImpl::set_fabric_device_removed(*f, name, removed)) ++n;
+  return n;
 }
 
 std::optional<SoftCounters> counters(const Provider& provider) {

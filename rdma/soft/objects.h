@@ -10,7 +10,7 @@ namespace siphon::rdma::soft {
 
 class CqImpl final : public CompletionQueue {
  public:
-  CqImpl(std::shared_ptr<detail::Fabric> f, detail::DeviceCore& d,
+  CqImpl(std::shared_ptr<detail::Fabric> f, detail::DeviceCore& d, std::uint32_t gen,
          std::shared_ptr<detail::CqCore> core);
   ~CqImpl() override;
   std::size_t poll(std::span<Wc> out) noexcept override;
@@ -19,11 +19,13 @@ class CqImpl final : public CompletionQueue {
   std::size_t consume_events() noexcept override;
   std::uint32_t capacity() const noexcept override;
   detail::DeviceCore& device() const noexcept { return dev_; }
+  std::uint32_t generation() const noexcept { return gen_; }  // DeviceCore::generation
   const std::shared_ptr<detail::CqCore>& core() const noexcept { return core_; }
 
  private:
   std::shared_ptr<detail::Fabric> fabric_;
   detail::DeviceCore& dev_;
+  std::uint32_t gen_;
   std::shared_ptr<detail::CqCore> core_;
 };
 
@@ -61,13 +63,19 @@ class QpImpl final : public QueuePair {
   std::shared_ptr<detail::QpCore> core_;
 };
 
+// `gen` is the device generation of the PD (DeviceCore::generation): a QP
+// is made only while it is current (else errc::device_not_found).
 std::shared_ptr<detail::QpCore> create_qp_core(const std::shared_ptr<detail::Fabric>& fabric,
                                                detail::DeviceCore& dev, std::uint32_t pd,
-                                               const QpInit& init, std::error_code& ec);
-// The soft device and PD id behind `pd` (nullptr when it is not a soft PD).
-detail::DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id);
+                                               std::uint32_t gen, const QpInit& init,
+                                               std::error_code& ec);
+// The soft device, PD id and device generation behind `pd` (nullptr when it
+// is not a soft PD).
+detail::DeviceCore* device_of(ProtectionDomain& pd, std::uint32_t* pd_id, std::uint32_t* gen);
+// A Device handle on `dev` made in generation `gen` (dead once the device
+// is removed after that generation).
 std::unique_ptr<Device> open_device_handle(std::shared_ptr<detail::Fabric> fabric,
-                                           detail::DeviceCore& dev);
+                                           detail::DeviceCore& dev, std::uint32_t gen);
 std::unique_ptr<EventChannel> make_event_channel(std::shared_ptr<detail::Fabric> fabric,
                                                  std::error_code& ec);
 

@@ -153,6 +153,11 @@ void QpCore::destroy() {
 std::error_code QpCore::modify(const QpAttr& a, std::uint32_t mask) {
   const QpState cur = state();
   const QpState next = (mask & kAttrState) != 0 ? a.state : cur;
+  // Its device is gone: it stays in ERR (asking for ERR again is harmless).
+  if (device_gone) {
+    if (next == QpState::err) return {};
+    return errc::device_not_found;
+  }
   if (next == QpState::sqe || (cur == QpState::err && next != QpState::err && next != QpState::reset))
     return errc::invalid_qp_state;
   if (!transition_exists(cur, next)) return errc::invalid_qp_state;
@@ -264,6 +269,12 @@ void QpCore::to_error() {
   enter_error();
   flush_send_queue();
   flush_recvs();
+}
+
+void QpCore::remove_device() {
+  device_gone = true;
+  to_error();
+  drop_link(resp_link_);  // the peer's requests find no adapter any more
 }
 
 void QpCore::flush_send_queue() {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "rdma/provider.h"
@@ -107,9 +108,17 @@ struct SoftCounters {
   std::uint64_t links_opened = 0;
   std::uint64_t same_host_reads = 0;    // READ responses copied with process_vm_readv
   std::uint64_t same_host_refused = 0;  // links whose probe the kernel refused (EPERM)
-  // Objects alive now (all devices): what a leak check compares.
+  std::uint64_t device_removals = 0;    // devices taken away by set_device_removed
+  // Objects alive now (all devices): what a leak check compares, and what
+  // proves a user released a removed device (all 0 once it has).
   std::uint64_t mrs_live = 0;
   std::uint64_t qps_live = 0;
+  std::uint64_t contexts_live = 0;  // open Device handles (a CmId's device() included)
+  std::uint64_t pds_live = 0;
+  std::uint64_t cqs_live = 0;
+  std::uint64_t srqs_live = 0;
+  std::uint64_t mws_live = 0;
+  std::uint64_t cm_ids_live = 0;  // CmIds, those of undelivered CONNECT_REQUESTs included
 };
 
 // The path of one live QP, as the fabric uses it: what CmId::set_qos and
@@ -141,5 +150,37 @@ bool set_link_down(Provider& provider, bool down);
 // The same for every soft provider alive in this process (siphon-bench
 // --soft-link-down); returns how many it changed.
 std::size_t set_link_down_all(bool down);
+
+// Takes device `name` (e.g. "soft0") of a provider made by make_provider
+// away, as `rdma link delete` does to a kernel device, or (removed = false)
+// gives it back. While removed:
+//  - list_devices() does not list it; open_device(name) fails with
+//    errc::device_not_found;
+//  - every live CmId bound to, resolved on, listening on or connected
+//    through it gets exactly one CmEventType::device_removal event on its
+//    channel (never after the id is destroyed) and nothing after it; its
+//    listener and CM connection close (a peer elsewhere sees DISCONNECTED
+//    or a failed connect) and every call on it but its destruction fails
+//    with errc::device_not_found. The soft fabric serves every address
+//    from device 0, so every CmId of the provider is on soft0: removing
+//    soft0 tells every bound or resolved id, removing another device none;
+//  - every QP of the device moves to ERR (its outstanding WRs complete as
+//    flushed on their CQs, as after modify(ERR)), its data links close and
+//    modify() fails with errc::device_not_found (but for ERR);
+//  - new objects on handles of the device (alloc_pd, create_cq, reg_mr,
+//    create_qp, create_srq, alloc_mw) fail with errc::device_not_found, and
+//    so do query_port and query_gids; binding or resolving a new CmId fails
+//    with errc::device_not_found (synchronously, no ADDR_ERROR event).
+// Existing handles may still be used to poll, and destroyed: that is how a
+// user releases the device (the *_live counters go to 0). The removal
+// takes effect at once, as with a driver that can disassociate its users
+// (rxe cannot: there `rdma link delete` waits until everything is released).
+// Given back: listed and usable again, for fresh opens only (objects made
+// before stay dead). True when the provider has a device `name` (whether or
+// not its state changed); false for other providers or an unknown name.
+bool set_device_removed(Provider& provider, std::string_view name, bool removed);
+// The same for every soft provider alive in this process; returns how many
+// have a device `name` (each is now in the state asked for).
+std::size_t set_device_removed_all(std::string_view name, bool removed);
 
 }  // namespace siphon::rdma::soft
