@@ -178,6 +178,8 @@ rdma::RdmaOptions rdma_options(const Config& c) {
   // Seconds (a float) to whole milliseconds, rounded up: a tiny timeout stays a timeout.
   r.transfer_timeout = std::chrono::ceil<std::chrono::milliseconds>(
       std::chrono::duration<double>(c.get<Opt::ms_async_rdma_transfer_timeout>()));
+  r.device_check_interval = std::chrono::ceil<std::chrono::milliseconds>(
+      std::chrono::duration<double>(c.get<Opt::ms_async_rdma_device_check_interval>()));
   return r;
 }
 

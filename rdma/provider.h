@@ -466,6 +466,11 @@ class Provider {
   // list_devices() let the caller name the remedy.
   virtual std::unique_ptr<Device> open_device(std::string_view name, std::error_code& ec) = 0;
   virtual std::unique_ptr<EventChannel> create_event_channel(std::error_code& ec) = 0;
+  // Called once a user has destroyed every object of a device that went
+  // away (DEVICE_REMOVAL): the provider lets go of what it still holds of
+  // that device on its own (the verbs provider: librdmacm's context of it,
+  // so the kernel's unregistration can finish). Default: nothing.
+  virtual void release_removed_devices() noexcept {}
 };
 
 // The device ms_async_rdma_device_name selects among `listed` (a provider's

@@ -67,6 +67,10 @@ class Segment {
   // Registered-region keys, or nullptr for ordinary heap memory.
   const RegionKeys* keys() const noexcept { return registered_ ? &keys_ : nullptr; }
   void* owner() const noexcept { return owner_; }
+  // New keys for a registered segment whose memory was registered again (an
+  // RDMA pool after its device came back). Only the owner calls this, while
+  // no work request can use the keys.
+  void rekey(const RegionKeys& keys) noexcept { keys_ = keys; }
 
   void ref() noexcept { refs_.fetch_add(1, std::memory_order_relaxed); }
   void unref() noexcept {

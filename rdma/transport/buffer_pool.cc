@@ -68,7 +68,7 @@ BufferPool::~BufferPool() {
   }
   free_.clear();
   for (auto& s : slabs_) {
-    registrar_.deregister_region(s->keys);
+    if (!deregistered_) registrar_.deregister_region(s->keys);
     if (s->huge) ::munmap(s->memory, s->bytes);
     else std::free(s->memory);
   }
@@ -131,6 +131,10 @@ std::unique_ptr<BufferPool::Slab> BufferPool::make_slab(std::size_t n, std::erro
 }
 
 bool BufferPool::grow(std::unique_lock<std::mutex>& lk) {
+  if (deregistered_) {  // the device is gone: nothing to register on
+    last_error_ = make_error_code(errc::device_not_found);
+    return false;
+  }
   const std::size_t have = total_.load(std::memory_order_relaxed) + pending_;
   if (have >= config_.max_buffers) return false;
   const std::size_t n = std::min(config_.buffers_per_slab, config_.max_buffers - have);
@@ -215,6 +219,48 @@ void BufferPool::notify_on_release(std::function<void()> wake_fn, std::size_t wa
     }
   }
   wake_fn();  // enough buffers are free already: retry now
+}
+
+void BufferPool::deregister_all() noexcept {
+  std::unique_lock lk(mu_);
+  if (deregistered_) return;
+  deregistered_ = true;
+  // A slab being registered (mutex released in grow) lands in slabs_ before
+  // pending_ drops back: wait for it, then it is deregistered below too.
+  grown_.wait(lk, [this] { return pending_ == 0; });
+  for (auto& slab : slabs_) {
+    registrar_.deregister_region(slab->keys);
+    registered_bytes_.fetch_sub(slab->bytes, std::memory_order_relaxed);
+  }
+  last_error_ = make_error_code(errc::device_not_found);
+}
+
+std::error_code BufferPool::reregister_all() {
+  std::lock_guard lk(mu_);
+  if (!deregistered_) return {};
+  for (std::size_t i = 0; i < slabs_.size(); ++i) {
+    Slab& slab = *slabs_[i];
+    RegionKeys keys{};
+    if (const auto ec = registrar_.register_region(slab.memory, slab.bytes, keys)) {
+      SIPHON_LOG(rdma, 0, "{}: registering a {}-byte slab again failed: {}", config_.name, slab.bytes, ec.message());
+      for (std::size_t j = 0; j < i; ++j) {
+        registrar_.deregister_region(slabs_[j]->keys);
+        registered_bytes_.fetch_sub(slabs_[j]->bytes, std::memory_order_relaxed);
+      }
+      return ec;
+    }
+    slab.keys = keys;
+    for (auto& b : slab.buffers) b->segment_.rekey(keys);
+    registered_bytes_.fetch_add(slab.bytes, std::memory_order_relaxed);
+  }
+  deregistered_ = false;
+  last_error_.clear();
+  return {};
+}
+
+bool BufferPool::deregistered() const noexcept {
+  std::lock_guard lk(mu_);
+  return deregistered_;
 }
 
 std::error_code BufferPool::prefill_slab() {

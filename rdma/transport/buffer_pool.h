@@ -146,6 +146,19 @@ class BufferPool {
   // none: the first SENDs of a stack never wait for the grower thread.
   // Returns the registration's error (the pool then grows on demand).
   std::error_code prefill_slab();
+  // The device went away (docs/rdma-transport.md, Device removal): every
+  // slab is deregistered, its memory kept (buffers in use keep their bytes
+  // and come back as usual), and nothing is registered until
+  // reregister_all(): get() finds no new slab (last_error() says why).
+  // Waits for a registration in flight. Idempotent.
+  void deregister_all() noexcept;
+  // The device is back: every slab registered again through the registrar
+  // (now on the new PD), and every buffer, in use or free, takes its slab's
+  // new keys. No work request may use the old keys meanwhile. On an error
+  // the slabs registered so far are deregistered again and the pool stays
+  // deregistered.
+  std::error_code reregister_all();
+  bool deregistered() const noexcept;
   // Returns a buffer that was never wrapped in a BufferPtr (or whose
   // references are all gone). Thread-safe; with a cache, lock-free mostly.
   void put(PoolBuffer* buf, PoolCache* cache = nullptr) noexcept;
@@ -199,6 +212,7 @@ class BufferPool {
   BufferSList free_;  // guarded by mu_
   std::vector<std::unique_ptr<Slab>> slabs_;
   std::error_code last_error_;
+  bool deregistered_ = false;  // under mu_: deregister_all() until reregister_all()
   std::atomic<bool> hugepages_active_{false};
   std::atomic<std::size_t> registered_bytes_{0};
   std::atomic<std::size_t> total_{0};

@@ -48,7 +48,7 @@ class Counter {
 // first list, the data path (a worker's own thread) the second.
 #define SIPHON_RDMA_CONTROL_COUNTERS(X)                                                                      \
   X(connections_created) X(connections_active) X(connections_rejected) X(qps_created) X(qps_active)        \
-  X(srq_refusals) X(transfer_timeouts)
+  X(srq_refusals) X(transfer_timeouts) X(device_removals) X(device_reopens)
 #define SIPHON_RDMA_DATA_COUNTERS(X)                                                                         \
   X(tx_messages) X(tx_bytes) X(rx_messages) X(rx_bytes) X(tx_sends) X(rx_sends) X(credits_granted)         \
   X(credits_spent) X(credits_returned) X(credit_updates_sent) X(credit_stalls)                             \
@@ -89,6 +89,9 @@ struct RdmaCounters {
   // SENDs whose header (or read_request descriptors) failed their CRC32C.
   C header_crc_errors;
   C transfer_timeouts;  // connections faulted by ms_async_rdma_transfer_timeout
+  // The device went away (DEVICE_REMOVAL, or no longer listed) and the stack
+  // released it; the device came back and the stack reopened it.
+  C device_removals, device_reopens;
   C cq_polls, cq_polls_empty, cq_completions;  // poll_cq calls, those that found nothing, CQEs reaped
   C cq_events;                                 // completion-channel wakeups (the worker slept, then was woken)
   // The worker slept on an armed CQ, and its rescue poll (rdma_worker.cc,

@@ -148,6 +148,11 @@ struct RdmaOptions {
   // from our first RDMA READ of the peer's data to the last one's completion;
   // past it the connection faults (docs/rdma-transport.md). 0: no limit.
   std::chrono::milliseconds transfer_timeout{30000};
+  // ms_async_rdma_device_check_interval (default 1 s): how often worker 0
+  // checks that the device is still listed (the stack releases it when it is
+  // not, as on DEVICE_REMOVAL) and, once released, tries to reopen it.
+  // 0: no check and no reopening (docs/rdma-transport.md, Device removal).
+  std::chrono::milliseconds device_check_interval{1000};
 };
 
 // ms_async_rdma_zero_copy_threshold's rule for a MESSAGE with `data_len`

@@ -37,26 +37,47 @@ RdmaConnection::RdmaConnection(RdmaShared& shared, RdmaWorker& worker, std::uniq
 }
 
 RdmaConnection::~RdmaConnection() {
+  release_device_objects();
+  if (counted_active_) shared_.counters.connections_active.fetch_sub(1, std::memory_order_relaxed);
+  shared_.connections.fetch_sub(1, std::memory_order_relaxed);
+  shared_.refresh_gauges();
+}
+
+void RdmaConnection::release_device_objects() noexcept {
   if (qp_) {
     shared_.counters.qps_active.fetch_sub(1, std::memory_order_relaxed);
     qp_.reset();  // before the id that owns it, and before its buffers go back
   }
-  {
-    std::lock_guard lk(shared_.mu);
-    shared_.by_id.erase(id_.get());
+  if (id_) {
+    {
+      std::lock_guard lk(shared_.mu);
+      shared_.by_id.erase(id_.get());
+    }
+    id_.reset();
   }
-  id_.reset();
   for (auto& ctx : ctx_storage_)
     if (ctx->buf != nullptr) {
       (ctx->kind == WrCtx::Kind::send ? *shared_.send_pool : *shared_.recv_pool).put(ctx->buf);
       ctx->buf = nullptr;
     }
   bulk_.release_buffers();
-  if (cq_reserved_) worker_.release_cq(cq_entries_);
+  if (std::exchange(cq_reserved_, false)) worker_.release_cq(cq_entries_);
   release_srq_reservation();
-  if (counted_active_) shared_.counters.connections_active.fetch_sub(1, std::memory_order_relaxed);
-  shared_.connections.fetch_sub(1, std::memory_order_relaxed);
-  shared_.refresh_gauges();
+}
+
+void RdmaConnection::device_removed() {
+  auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
+  const std::string why = fmt::format("the RDMA device {} was removed", shared_.device_name);
+  if (open()) fault(make_error_code(errc::device_not_found), why);
+  else fail_setup(make_error_code(errc::device_not_found), why);
+  // Whatever the drain still waits for (flushes) is not coming from a device
+  // that is gone: the QP and the id go now.
+  if (state_ != State::closed) {
+    state_ = State::closed;
+    worker_.remove(this);
+  }
+  bulk_.stop();  // what we offered for READ: its windows and registrations are on the PD
+  release_device_objects();
 }
 
 transport::Worker& RdmaConnection::worker() noexcept { return worker_; }
@@ -77,13 +98,13 @@ ConnectInfo RdmaConnection::my_info() const noexcept {
 
 std::error_code RdmaConnection::create_qp() {
   Device* dev = id_->device();
-  if (dev == nullptr || dev->attr().name != shared_.device->attr().name) {
+  if (dev == nullptr || dev->attr().name != shared_.attr.name) {
     const std::string on = dev != nullptr ? dev->attr().name : std::string("no RDMA device");
     SIPHON_LOG(rdma, 1, "{}: the address is on {}, but this stack uses {} (ms_async_rdma_device_name)",
-               peer_.to_string(), on, shared_.device->attr().name);
+               peer_.to_string(), on, shared_.attr.name);
     return errc::device_not_found;
   }
-  const DeviceAttr& a = shared_.device->attr();
+  const DeviceAttr& a = shared_.attr;
   QpInit init;
   init.send_cq = &worker_.cq();
   init.recv_cq = &worker_.cq();
@@ -146,10 +167,10 @@ ConnParam conn_param(const RdmaShared& s, const ConnectInfo& info) {
   ConnParam p;
   const auto b = info.encode();
   p.private_data.assign(b.begin(), b.end());
-  const std::uint32_t rd = std::clamp<std::uint32_t>(s.device->attr().max_qp_rd_atom, 1, 16);
+  const std::uint32_t rd = std::clamp<std::uint32_t>(s.attr.max_qp_rd_atom, 1, 16);
   p.responder_resources = static_cast<std::uint8_t>(rd);
   p.initiator_depth = static_cast<std::uint8_t>(
-      std::clamp<std::uint32_t>(s.device->attr().max_qp_init_rd_atom, 1, 16));
+      std::clamp<std::uint32_t>(s.attr.max_qp_init_rd_atom, 1, 16));
   p.rnr_retry_count = s.opts.rnr_retry;
   p.retry_count = s.opts.retry_count;
   return p;
@@ -167,7 +188,7 @@ std::error_code RdmaConnection::apply_qos() {
   const auto ec = id_->set_qos(q, &not_applied);
   if (!ec && !not_applied.empty() && !shared_.qos_noted.exchange(true))
     SIPHON_LOG(rdma, 5, "{}: {} not applied by the {} provider (on RoCE the priority follows the traffic class)",
-               shared_.device->attr().name, not_applied, shared_.provider.name());
+               shared_.attr.name, not_applied, shared_.provider.name());
   return ec;
 }
 
@@ -175,6 +196,8 @@ void RdmaConnection::begin_connect() {
   SIPHON_LOG(rdma, 10, "connecting to {}", peer_.to_string());
   worker_.adopt(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
   if (shared_.stopping) return fail_setup(errc::shutting_down, "the stack is stopping");
+  if (!shared_.device_open())
+    return fail_setup(errc::device_not_found, fmt::format("the RDMA device {} was removed", shared_.device_name));
   if (const auto ec = apply_qos()) return fail_setup(ec, "cannot set the connection's traffic class");
   if (const auto ec = id_->resolve_addr(nullptr, peer_, static_cast<int>(shared_.opts.cm_timeout.count())))
     fail_setup(ec, "cannot resolve the address");
@@ -231,10 +254,14 @@ void RdmaConnection::on_cm_event(CmEvent& ev) {
         return fault(errc::connection_reset, "peer closed the connection (DISCONNECTED)", /*clean=*/true);
       if (state_ == State::closing) return;
       return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
-    case CmEventType::device_removal:
-      if (open()) return fault(errc::connection_reset, fmt::format("peer {}", to_string(ev.type)));
+    case CmEventType::device_removal: {
+      // Our own device went away (the stack releases it: device_removed()
+      // follows from the worker's detach).
+      const std::string why = fmt::format("the RDMA device {} was removed (DEVICE_REMOVAL)", shared_.device_name);
+      if (open()) return fault(errc::device_not_found, why);
       if (state_ == State::closing) return;
-      return fail_setup(errc::connection_reset, fmt::format("connection manager: {}", to_string(ev.type)));
+      return fail_setup(errc::device_not_found, why);
+    }
     case CmEventType::timewait_exit:
     case CmEventType::connect_request:
       return;
@@ -245,6 +272,13 @@ void RdmaConnection::accept_request(const ConnectInfo& peer_info, transport::Acc
   peer_info_ = peer_info;
   accept_done_ = std::move(on_accept);
   worker_.adopt(std::static_pointer_cast<RdmaConnection>(shared_from_this()));
+  if (!shared_.device_open()) {
+    const auto r = RejectInfo{RejectReason::shutting_down, 0}.encode();
+    (void)id_->reject(r);
+    shared_.counters.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+    return fail_setup(errc::device_not_found, fmt::format("incoming connection: the RDMA device {} was removed",
+                                                          shared_.device_name));
+  }
   if (const auto ec = create_qp()) {
     const auto r = RejectInfo{RejectReason::no_resources, 0}.encode();
     (void)id_->reject(r);
@@ -400,8 +434,10 @@ void RdmaConnection::finish_if_drained() {
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   release_srq_reservation();  // closing releases the credits it held in the SRQ
   worker_.remove(this);
-  // `self` keeps us alive until this returns; the last owner destroys the QP
-  // (flushed: nothing is outstanding) and then the id.
+  // Flushed, nothing is outstanding: the QP and then the id go from the
+  // event loop (not inside whatever call drained us, which may still hold
+  // the QP), not with the last reference.
+  boost::asio::post(worker_.io(), [self] { self->release_device_objects(); });
 }
 
 transport::TransportInfo RdmaConnection::info() const {

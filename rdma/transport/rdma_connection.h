@@ -57,6 +57,10 @@ class RdmaConnection final : public transport::Connection {
   // Stack shutdown: a connect still in progress fails with shutting_down
   // (its handler runs), anything else closes as close() does.
   void shutdown();
+  // The device went away (RdmaWorker::detach_device): faults the connection
+  // (or fails its setup) and destroys its QP and id now, without waiting
+  // for flushes; it leaves the worker.
+  void device_removed();
 
   // --- data path, on the worker (rdma_datapath.cc)
   void on_completion(const Wc& wc);
@@ -103,6 +107,10 @@ class RdmaConnection final : public transport::Connection {
   void begin_drain();
   void post_drain_marker();
   void finish_if_drained();
+  // Closed: the QP, the id and the buffers of its work requests go now, on
+  // the worker, not with the last reference (a session may hold that long
+  // after; a device that goes away must not wait for it).
+  void release_device_objects() noexcept;
 
   // data path
   std::error_code post_initial_receives();

@@ -472,8 +472,15 @@ void RdmaConnection::on_completion(const Wc& wc) {
   // QP error, or the CM moved it there on a disconnect). Error completions
   // fault first with their own reason; this catches a QP that failed with
   // nothing but flushes, which would otherwise leave the connection silent.
-  if (wc.status == WcStatus::flushed && open())
-    fault(errc::work_request_flushed, "the queue pair moved to the error state (work requests flushed)");
+  // The commonest such cause is the device going away (its DEVICE_REMOVAL
+  // may come after the flushes): the reason says so when it is unlisted.
+  if (wc.status == WcStatus::flushed && open()) {
+    if (!shared_.device_open() || !shared_.device_listed())
+      fault(errc::device_not_found, fmt::format("the RDMA device {} was removed (work requests flushed)",
+                                                shared_.device_name));
+    else
+      fault(errc::work_request_flushed, "the queue pair moved to the error state (work requests flushed)");
+  }
   if (state_ == State::closing) {
     post_drain_marker();  // no-op once posted; a failed post proceeds here, when the queue moved
     finish_if_drained();

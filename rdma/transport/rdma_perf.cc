@@ -99,6 +99,10 @@ std::shared_ptr<perf::Logger> build_stack() {
                     "Connections refused: their worker's shared receive queue was fully reserved", {}, kUseful);
   b.add_u64_counter(l_rdmas_transfer_timeouts, "transfer_timeouts",
                     "Connections faulted by ms_async_rdma_transfer_timeout", {}, kUseful);
+  b.add_u64_counter(l_rdmas_device_removals, "device_removals",
+                    "Times the RDMA device went away and the stack released it", {}, kUseful);
+  b.add_u64_counter(l_rdmas_device_reopens, "device_reopens",
+                    "Times a removed RDMA device came back and the stack reopened it", {}, kUseful);
   b.add_u64(l_rdmas_pinned_bytes, "pinned_bytes", "Bytes registered (pinned) by the send and receive pools", "pin",
             kInteresting, Unit::bytes);
   b.add_u64(l_rdmas_send_buffers_total, "send_buffers_total", "Registered send buffers in the pool", {}, kUseful);

@@ -126,6 +126,8 @@ class RdmaStackCounters {
   PerfGaugeRef qps_active{*logger_, l_rdmas_qps_active};
   PerfCounterRef srq_refusals{*logger_, l_rdmas_srq_refusals};
   PerfCounterRef transfer_timeouts{*logger_, l_rdmas_transfer_timeouts};
+  PerfCounterRef device_removals{*logger_, l_rdmas_device_removals};
+  PerfCounterRef device_reopens{*logger_, l_rdmas_device_reopens};
 };
 
 // A worker's data-path counters (RdmaWorker::counters()); `id` is the

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -27,6 +28,13 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   RdmaOptions opts;
   Provider& provider;
   RdmaStackCounters counters;  // the control path's (any thread, fetch_add); the data path uses its worker's
+  // The device's name and attributes, read once when the stack opens it and
+  // kept while it is gone (a reopened device is the same one by name).
+  std::string device_name;
+  DeviceAttr attr;
+  // The device, its PD and (below) the pools' registrations and the workers'
+  // CQs and SRQs exist while device_state is open; they are released when
+  // the device goes away and made again when it comes back (device_life.cc).
   std::unique_ptr<Device> device;
   std::unique_ptr<ProtectionDomain> pd;
   std::unique_ptr<PdRegistrar> registrar;
@@ -47,8 +55,42 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   struct Listener {
     std::unique_ptr<CmId> id;
     transport::AcceptHandler on_accept;
+    NetAddress bound;
   };
   std::vector<std::unique_ptr<Listener>> listeners;
+  // Listeners closed when the device went away, bound again when it is back
+  // (those whose bind failed stay here and are retried at each check).
+  struct ListenSpec {
+    NetAddress addr;
+    transport::AcceptHandler on_accept;
+  };
+  std::vector<ListenSpec> relisten;
+
+  // --- The device's life (rdma_device_life.cc; docs/rdma-transport.md,
+  // Device removal):
+  //
+  //   open --DEVICE_REMOVAL on any id, or not listed at a check--> releasing
+  //   releasing: listeners closed; each worker faults its connections,
+  //              destroys their QPs and ids, then its SRQ and CQ; then worker
+  //              0 deregisters the pools (memory kept), drops the PD and
+  //              closes the device --> released
+  //   released --listed again at a check: device, PD, pools, every worker's
+  //              CQ and SRQ, listeners--> open (a failed step: released)
+  //
+  // All of it runs on worker 0, each worker's part posted to it. Connects
+  // and accepts are refused unless the state is open.
+  enum class DeviceState : int { open, releasing, released, reopening };
+  std::atomic<DeviceState> device_state{DeviceState::open};
+  bool device_open() const noexcept { return device_state.load(std::memory_order_acquire) == DeviceState::open; }
+  // Any thread: the device went away (`why` names how it was seen).
+  void device_gone(std::string why);
+  // Worker 0, at stack start: the periodic check (device_check_interval).
+  void start_device_checks();
+  // A worker's part of a release or reopen is done (on that worker).
+  void worker_detached();
+  void worker_attached(bool ok, std::string why);
+  // The provider lists the device now (any thread; a device list walk).
+  bool device_listed();
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> started{false};
@@ -67,13 +109,29 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   bool counted_spinning = false;
 
   RdmaShared(Provider& p, RdmaOptions o) : opts(std::move(o)), provider(p) {}
+
+ private:
+  // Worker 0 only.
+  void begin_release(const std::string& why);
+  void finish_release();
+  void on_check();
+  void arm_check();
+  void try_reopen();
+  void finish_reopen();
+  void relisten_pending();
+  std::size_t workers_pending_ = 0;
+  bool reopen_failed_ = false;
+  std::string reopen_why_;
+  std::uint64_t reopen_attempts_ = 0;  // failed attempts since the removal (logged 1st, 2nd, 4th...)
+
+ public:
   RdmaWorker& least_loaded() noexcept;
   // Derived per-connection receive geometry.
   std::uint32_t window() const noexcept { return opts.credits; }
   std::uint32_t recvs_per_qp() const noexcept { return opts.credits + kUpdateSlots; }
   // Send queue depth asked of each QP (the device may round it up).
   std::uint32_t sq_depth() const noexcept {
-    const std::uint32_t cap = device->attr().max_qp_wr;
+    const std::uint32_t cap = attr.max_qp_wr;
     return cap != 0 ? std::min(opts.send_queue_depth, cap) : opts.send_queue_depth;
   }
   // Receives per worker SRQ (0 without SRQ).

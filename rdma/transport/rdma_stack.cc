@@ -194,6 +194,8 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
                      found.empty() ? "set ms_async_rdma_device_name = soft0 to use the software fabric"
                                    : "set ms_async_rdma_device_name to one of the devices present");
   }
+  s.device_name = s.device->attr().name.empty() ? name : s.device->attr().name;
+  s.attr = s.device->attr();
   PortAttr port;
   if (const auto pec = s.device->query_port(o.port_num, port))
     throw SetupError(pec, fmt::format("{}: port {} cannot be queried", name, o.port_num),
@@ -204,7 +206,7 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   s.pd = s.device->alloc_pd(ec);
   if (!s.pd) throw SetupError(ec, fmt::format("{}: cannot allocate a protection domain", name), "");
   s.registrar = std::make_unique<PdRegistrar>(*s.pd, kLocalWrite);
-  s.scoped_rkeys = s.device->attr().mw_type2;
+  s.scoped_rkeys = s.attr.mw_type2;
   if (!s.scoped_rkeys)
     SIPHON_LOG(rdma, 0, "{}: no type-2 memory windows: zero-copy rkeys are not connection-scoped on this device "
                "(an rkey advertised to one connection's peer is valid on every connection of this stack until "
@@ -228,7 +230,7 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   if (o.support_srq) {
     // One SRQ per worker, ms_async_rdma_receive_queue_len deep (capped by the
     // device), filled from the receive pool when the worker is created.
-    const DeviceAttr& a = s.device->attr();
+    const DeviceAttr& a = s.attr;
     if (a.max_srq == 0 || a.max_srq_wr == 0)
       throw SetupError(errc::not_supported, fmt::format("{} has no shared receive queues (max_srq = 0)", name),
                        "set ms_async_rdma_support_srq = false");
@@ -307,7 +309,10 @@ void RdmaStack::start() {
   if (shared_->started.exchange(true)) return;
   for (auto& w : shared_->workers) w->start();
   shared_->refresh_gauges();
-  shared_->workers.front()->post([w = shared_->workers.front()] { w->serve_cm(); });
+  shared_->workers.front()->post([w = shared_->workers.front().get(), s = shared_.get()] {
+    w->serve_cm();
+    s->start_device_checks();
+  });
 }
 
 void RdmaStack::stop() {
@@ -329,7 +334,7 @@ RdmaCounters RdmaStack::counters() const {
   for (const auto& w : shared_->workers) w->counters().add_to(sum);
   return sum;
 }
-const DeviceAttr& RdmaStack::device_attr() const noexcept { return shared_->device->attr(); }
+const DeviceAttr& RdmaStack::device_attr() const noexcept { return shared_->attr; }
 std::size_t RdmaStack::registered_bytes() const noexcept {
   return shared_->send_pool->registered_bytes() + shared_->recv_pool->registered_bytes();
 }
@@ -357,6 +362,11 @@ std::size_t RdmaStack::memory_regions() const { return shared_->registrar->regio
 std::error_code RdmaStack::listen(const NetAddress& addr, transport::AcceptHandler on_accept,
                                   NetAddress& bound) {
   RdmaShared& s = *shared_;
+  if (!s.device_open()) {
+    SIPHON_LOG(rdma, 1, "not listening on {}: the RDMA device {} was removed (the stack reopens it when it is "
+               "listed again)", addr.to_string(), s.device_name);
+    return make_error_code(errc::device_not_found);
+  }
   std::error_code ec;
   auto l = std::make_unique<RdmaShared::Listener>();
   l->id = s.channel->create_id(ec);
@@ -364,6 +374,7 @@ std::error_code RdmaStack::listen(const NetAddress& addr, transport::AcceptHandl
   if ((ec = l->id->bind(addr))) return ec;
   if ((ec = l->id->listen(512))) return ec;
   bound = l->id->local_address();
+  l->bound = bound;
   l->on_accept = std::move(on_accept);
   l->id->context = l.get();
   std::lock_guard lk(s.mu);
@@ -386,6 +397,12 @@ void RdmaStack::connect(const NetAddress& peer, transport::Worker& w, transport:
                "raise ms_async_rdma_max_connections or close connections",
                peer.to_string(), open, s.opts.max_connections);
     worker.post([done = std::move(done)] { done(make_error_code(errc::too_many_connections), nullptr); });
+    return;
+  }
+  if (!s.device_open()) {
+    SIPHON_LOG(rdma, 5, "not dialling {}: the RDMA device {} was removed (the stack reopens it when it is "
+               "listed again)", peer.to_string(), s.device_name);
+    worker.post([done = std::move(done)] { done(make_error_code(errc::device_not_found), nullptr); });
     return;
   }
   std::error_code ec;

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -22,9 +23,21 @@
 namespace siphon::rdma {
 
 RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared), index_(index) {
-  const DeviceAttr& a = shared_.device->attr();
-  // Sized for this worker's share of max_connections unless cq_depth is
-  // set; never above what the device allows (read back, not assumed).
+  create_cq();
+  // When a connection anywhere waits for a buffer, the parked ones in this
+  // worker's caches go back to the pool, flushed here on the owner's thread
+  // (PoolCache). The caches die after the thread is joined, so a queued
+  // flush never outlives its cache.
+  const auto flush_here = [this](PoolCache& c) { boost::asio::post(io_, [&c] { c.return_all(); }); };
+  send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool, flush_here);
+  recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool, flush_here);
+  if (shared_.srq_depth > 0) create_srq();
+}
+
+// The worker's CQ, sized for its share of max_connections unless cq_depth
+// is set; never above what the device allows (read back, not assumed).
+void RdmaWorker::create_cq() {
+  const DeviceAttr& a = shared_.attr;
   const std::uint64_t want = shared_.cq_depth_wanted();
   std::uint32_t depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(want, UINT32_MAX));
   if (a.max_cqe != 0 && depth > a.max_cqe) {
@@ -44,15 +57,14 @@ RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared),
   cq_capacity_ = cq_->capacity();
   // The SRQ's receives complete on this CQ too: reserved once, up front.
   cq_reserved_.store(shared_.srq_entries());
-  cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, ::dup(cq_->channel_fd()));
-  // When a connection anywhere waits for a buffer, the parked ones in this
-  // worker's caches go back to the pool, flushed here on the owner's thread
-  // (PoolCache). The caches die after the thread is joined, so a queued
-  // flush never outlives its cache.
-  const auto flush_here = [this](PoolCache& c) { boost::asio::post(io_, [&c] { c.return_all(); }); };
-  send_cache_ = std::make_unique<PoolCache>(*shared_.send_pool, flush_here);
-  recv_cache_ = std::make_unique<PoolCache>(*shared_.recv_pool, flush_here);
-  if (shared_.srq_depth > 0) create_srq();
+  const int fd = ::dup(cq_->channel_fd());
+  if (fd < 0) {
+    const std::error_code dec(errno, std::generic_category());
+    cq_.reset();
+    throw SetupError(dec, fmt::format("worker {}: cannot duplicate its completion channel descriptor", index_),
+                     "raise the process's open-file limit (ulimit -n)");
+  }
+  cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
 }
 
 // SRQ mode: the worker's shared receive queue, filled with its whole depth
@@ -63,7 +75,7 @@ void RdmaWorker::create_srq() {
   srq_ = shared_.pd->create_srq(SrqInit{depth, 1}, ec);
   if (!srq_)
     throw SetupError(ec ? ec : make_error_code(errc::resource_exhausted),
-                     fmt::format("{}: cannot create a {}-entry shared receive queue", shared_.device->attr().name, depth),
+                     fmt::format("{}: cannot create a {}-entry shared receive queue", shared_.attr.name, depth),
                      "lower ms_async_rdma_receive_queue_len or set ms_async_rdma_support_srq = false");
   srq_ctx_ = std::make_unique<WrCtx[]>(depth);
   srq_ctx_n_ = depth;
@@ -87,6 +99,15 @@ void RdmaWorker::create_srq() {
                        "lower ms_async_rdma_receive_queue_len or set ms_async_rdma_support_srq = false");
     srq_posted_.fetch_add(1, std::memory_order_relaxed);
   }
+}
+
+void RdmaWorker::drop_srq() noexcept {
+  srq_.reset();
+  for (std::uint32_t i = 0; i < srq_ctx_n_; ++i)
+    if (srq_ctx_[i].buf != nullptr) shared_.recv_pool->put(srq_ctx_[i].buf);
+  srq_ctx_.reset();
+  srq_ctx_n_ = 0;
+  srq_posted_.store(0, std::memory_order_relaxed);
 }
 
 bool RdmaWorker::reserve_srq(std::uint32_t n) noexcept {
@@ -121,12 +142,9 @@ RdmaWorker::~RdmaWorker() {
   owned_.clear();
   cq_fd_.reset();
   cm_fd_.reset();
+  device_timer_.reset();
   // The SRQ goes after its QPs; then its buffers can go back to the pool.
-  srq_.reset();
-  for (std::uint32_t i = 0; i < srq_ctx_n_; ++i)
-    if (srq_ctx_[i].buf != nullptr) shared_.recv_pool->put(srq_ctx_[i].buf);
-  srq_ctx_.reset();
-  srq_ctx_n_ = 0;
+  drop_srq();
   // Caches go back to their pools before the pools go away.
   send_cache_.reset();
   recv_cache_.reset();
@@ -155,6 +173,7 @@ void RdmaWorker::stop_and_join() {
     if (cq_fd_) cq_fd_->cancel();
     if (cq_rescue_) cq_rescue_->cancel();
     if (cm_fd_) cm_fd_->cancel();
+    if (device_timer_) device_timer_->cancel();
     guard_.reset();
     io_.stop();
   });
@@ -224,14 +243,14 @@ void RdmaWorker::close_all() {
 // CQ is armed (or the CM channel drained), and the state is checked again
 // after that; an event can then only arrive while a wait is pending.
 void RdmaWorker::wait_cq() {
-  if (stopped_) return;
+  if (stopped_ || device_detached_) return;
   judge_cq_rescue();
   if (!cq_wait_pending_) {
     cq_wait_pending_ = true;
     cq_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
                        [this](const boost::system::error_code& e) {
                          cq_wait_pending_ = false;
-                         if (e || stopped_) return;
+                         if (e || stopped_ || device_detached_) return;
                          counters_.cq_events.add(1);
                          if (cq_->consume_events() != 0) cq_rescued_ = 0;  // a late event, not a lost one
                          start_polling();
@@ -261,7 +280,7 @@ constexpr std::chrono::milliseconds kCqRescueInterval{100};
 }
 
 void RdmaWorker::arm_cq_rescue() {
-  if (cq_rescue_armed_ || stopped_ || owned_.empty()) return;
+  if (cq_rescue_armed_ || stopped_ || device_detached_ || owned_.empty()) return;
   if (!cq_rescue_) cq_rescue_ = std::make_unique<boost::asio::steady_timer>(io_);
   cq_rescue_armed_ = true;
   cq_rescue_->expires_after(kCqRescueInterval);
@@ -272,7 +291,7 @@ void RdmaWorker::arm_cq_rescue() {
 }
 
 void RdmaWorker::on_cq_rescue() {
-  if (polling_) return;  // awake: wait_cq() re-arms the rescue when it sleeps again
+  if (polling_ || device_detached_) return;  // awake: wait_cq() re-arms the rescue when it sleeps again
   // An event already in the channel (its wait's handler not run yet) is not
   // a lost one: taking it here is harmless, the handler then finds none.
   const std::size_t events = cq_->consume_events();
@@ -345,6 +364,10 @@ std::size_t RdmaWorker::poll_batch() {
 
 void RdmaWorker::poll_loop() {
   if (stopped_) return;
+  if (device_detached_) {  // the CQ is gone (detach_device); attach_device starts over
+    polling_ = false;
+    return;
+  }
   const std::size_t n = poll_batch();
   const auto now = MonoClock::now();
   if (n > 0) idle_since_ = now;
@@ -356,6 +379,69 @@ void RdmaWorker::poll_loop() {
   // The worker outlives its io_context's handlers (the thread is joined and
   // the queue drained before it is destroyed), so `this` is safe here.
   boost::asio::post(io_, [this] { poll_loop(); });
+}
+
+// --- The device went away / came back (rdma_device_life.cc drives it)
+
+void RdmaWorker::detach_device() {
+  if (stopped_ || device_detached_) return shared_.worker_detached();
+  device_detached_ = true;
+  // Connections first: their QPs go before the CQ and SRQ they use. Each
+  // faults (or fails its setup) and leaves the worker.
+  std::vector<std::shared_ptr<RdmaConnection>> all;
+  all.reserve(owned_.size());
+  for (auto& [ptr, c] : owned_) all.push_back(c);
+  for (auto& c : all) c->device_removed();
+  conns_.clear();
+  owned_.clear();
+  load_.store(0, std::memory_order_relaxed);
+  perf().set(transport::l_msgr_active_connections, 0);
+  // Then what polls: the wait (its handler runs aborted), the rescue timer.
+  if (cq_rescue_) cq_rescue_->cancel();
+  cq_fd_.reset();  // closes our duplicate; a pending wait completes aborted
+  polling_ = false;
+  cq_rescued_ = 0;
+  drop_srq();
+  srq_reserved_.store(0, std::memory_order_relaxed);
+  cq_.reset();
+  cq_capacity_ = 0;
+  cq_reserved_.store(0, std::memory_order_relaxed);
+  // Parked buffers back to the shared list (the pool outlives the device).
+  send_cache_->return_all();
+  recv_cache_->return_all();
+  shared_.worker_detached();
+}
+
+bool RdmaWorker::attach_device(std::string& why) {
+  if (stopped_) {
+    why = "the stack is stopping";
+    return false;
+  }
+  if (!device_detached_) return true;
+  try {
+    create_cq();
+    if (shared_.srq_depth > 0) create_srq();
+  } catch (const SetupError& e) {
+    why = e.what();
+    drop_srq();
+    cq_fd_.reset();
+    cq_.reset();
+    cq_capacity_ = 0;
+    cq_reserved_.store(0, std::memory_order_relaxed);
+    return false;
+  }
+  device_detached_ = false;
+  wait_cq();
+  return true;
+}
+
+void RdmaWorker::run_after(std::chrono::milliseconds after, std::function<void()> fn) {
+  if (stopped_) return;
+  if (!device_timer_) device_timer_ = std::make_unique<boost::asio::steady_timer>(io_);
+  device_timer_->expires_after(after);  // cancels a pending wait
+  device_timer_->async_wait([this, fn = std::move(fn)](const boost::system::error_code& e) {
+    if (!e && !stopped_) fn();
+  });
 }
 
 // --- CM events, served on worker 0
@@ -410,11 +496,19 @@ std::size_t RdmaWorker::drain_cm() {
             listening = true;
             on_accept = l->on_accept;
           }
+      } else if (event->type == CmEventType::device_removal &&
+                 std::any_of(s.listeners.begin(), s.listeners.end(),
+                             [&](const auto& l) { return l->id.get() == event->id; })) {
+        listening = true;  // a listener's: no connection to route it to
       } else if (auto it = s.by_id.find(event->id); it != s.by_id.end()) {
         conn = it->second.lock();
       }
     }
     ++drained;
+    // The device under one of our ids went away: the whole stack lets go of
+    // it (rdma_device_life.cc); the connection still hears of it below.
+    if (event->type == CmEventType::device_removal)
+      s.device_gone(listening ? "DEVICE_REMOVAL on a listener" : "DEVICE_REMOVAL on a connection");
     if (event->type == CmEventType::connect_request) {
       std::unique_ptr<CmId> nid = std::move(event->new_id);
       if (nid == nullptr) continue;
@@ -428,6 +522,8 @@ std::size_t RdmaWorker::drain_cm() {
       std::string_view why;
       if (!listening || s.stopping) {
         reject(RejectReason::shutting_down, "not listening");
+      } else if (!s.device_open()) {
+        reject(RejectReason::shutting_down, "the RDMA device was removed");
       } else if (const auto dec = ConnectInfo::decode(event->private_data, peer_info, &why)) {
         reject(dec == errc::unsupported_protocol ? RejectReason::version_unsupported
                                                  : RejectReason::bad_parameters, why);

@@ -87,8 +87,23 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   // Starts serving the CM event channel (worker 0 only).
   void serve_cm();
 
+  // --- The device went away and came back (RdmaShared's device life), on
+  // the worker. detach_device(): every connection faults (its session hears
+  // of it) and its QP and id are destroyed now, without waiting for flushes;
+  // then the SRQ (its buffers back to the pool) and the CQ; the worker stops
+  // polling. attach_device(): a new CQ (and SRQ), polling as before; false
+  // with `why` when the device refused them (nothing is left half-made).
+  void detach_device();
+  bool attach_device(std::string& why);
+  bool device_detached() const noexcept { return device_detached_; }
+  // Worker 0: runs `fn` on the worker after `after` (the device check);
+  // replaces a timer still pending. Cancelled when the worker stops.
+  void run_after(std::chrono::milliseconds after, std::function<void()> fn);
+
  private:
+  void create_cq();
   void create_srq();
+  void drop_srq() noexcept;
   void poll_loop();
   std::size_t poll_batch();
   void start_polling();
@@ -136,6 +151,8 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::size_t cq_rescued_ = 0;
   bool cm_wait_pending_ = false;
   bool stopped_ = false;
+  bool device_detached_ = false;
+  std::unique_ptr<boost::asio::steady_timer> device_timer_;  // worker 0: the device check
   MonoClock::time_point idle_since_{};
 };
 

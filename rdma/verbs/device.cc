@@ -275,6 +275,21 @@ class VerbsProvider final : public Provider {
     return VerbsDevice::open(std::move(ctx), ec);
   }
 
+  // librdmacm keeps its own ibv_context of every device it has seen (the
+  // one rdma_get_devices() hands out and cm ids use) and closes that of a
+  // device that went away only when it next syncs its device list: this
+  // makes it sync. Until it does, the kernel cannot finish unregistering a
+  // device without disassociate_ucontext (rxe: `rdma link delete` waits).
+  // librdmacm (rdma-core 31 and later) skips the sync while no device at all
+  // is listed, so on a host whose only RDMA device was removed its context
+  // stays until a device is listed again (docs/rdma-transport.md, Device
+  // removal).
+  void release_removed_devices() noexcept override {
+    int n = 0;
+    const CmDevices list(::rdma_get_devices(&n));
+    SIPHON_LOG(rdma, 5, "verbs: librdmacm's device list synced ({} devices)", list ? n : 0);
+  }
+
   std::unique_ptr<EventChannel> create_event_channel(std::error_code& ec) override {
     auto ref = std::make_shared<ChannelRef>(nullptr);
     errno = 0;

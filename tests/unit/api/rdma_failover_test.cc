@@ -90,6 +90,7 @@ std::shared_ptr<transport::Stack> rdma_stack(rdma::Provider& provider) {
   r.ack_timeout = 12;  // ~17 ms per try: a pulled link is noticed in ~0.1 s
   r.retry_count = 5;
   r.cm_timeout = std::chrono::milliseconds(1000);
+  r.device_check_interval = std::chrono::milliseconds(50);
   return std::make_shared<rdma::RdmaStack>(provider, r);
 }
 
@@ -116,6 +117,7 @@ struct Rig {
   std::unique_ptr<rdma::Provider> server_fabric = rdma::soft::make_provider();
   OrderVerifier v{differs};
   ResetWatch client_watch, server_watch;
+  std::shared_ptr<transport::Stack> server_rdma, client_rdma;
   MessengerPair m;
   std::atomic<std::uint64_t> sent{0};
   std::atomic<bool> stop{false};
@@ -125,8 +127,10 @@ struct Rig {
   // listening on both) or not (one address, as a Ceph peer has).
   void start(bool server_fallback, bool link_down_first = false) {
     const MessengerOptions o = failover_options();
-    m.server = Messenger::create(rdma_stack(*server_fabric), {entity_type::osd, 0}, o);
-    m.client = Messenger::create(rdma_stack(*client_fabric), {entity_type::client, 7}, o);
+    server_rdma = rdma_stack(*server_fabric);
+    client_rdma = rdma_stack(*client_fabric);
+    m.server = Messenger::create(server_rdma, {entity_type::osd, 0}, o);
+    m.client = Messenger::create(client_rdma, {entity_type::client, 7}, o);
     if (server_fallback) m.server->set_fallback_stack(make_tcp_stack_for_test());
     m.client->set_fallback_stack(make_tcp_stack_for_test());
     m.server->set_policy(entity_type::client, Policy::stateful_server());
@@ -223,6 +227,51 @@ TEST(RdmaFailover, LinkDownMovesTheSessionToTcpAndBack) {
   EXPECT_EQ(ss.fallback_switches + ss.primary_switches, 0u) << "the server never dials";
   EXPECT_GE(ss.reconnects, 2u);
 }
+
+// The RDMA device of one side goes away (soft::set_device_removed, as
+// `rdma link delete`) and comes back: that stack releases everything on it
+// and reopens it (docs/rdma-transport.md, Device removal); the session
+// moves to TCP meanwhile and back to RDMA after, losing nothing.
+void device_removed_and_back(bool on_server) {
+  const QuietLogs quiet{log::Subsys::transport, log::Subsys::rdma};
+  Rig r;
+  ASSERT_NO_FATAL_FAILURE(r.start(true));
+  ASSERT_TRUE(r.flows(3000)) << "no traffic over RDMA";
+  rdma::Provider& gone = on_server ? *r.server_fabric : *r.client_fabric;
+  auto& stack = dynamic_cast<rdma::RdmaStack&>(on_server ? *r.server_rdma : *r.client_rdma);
+  const auto removals = [&] { return stack.counters().snapshot().at("device_removals"); };
+  const auto reopens = [&] { return stack.counters().snapshot().at("device_reopens"); };
+
+  ASSERT_TRUE(rdma::soft::set_device_removed(gone, "soft0", true));
+  ASSERT_TRUE(eventually([&] { return removals() == 1; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(eventually([&] { return r.m.client->stats().fallback_switches == 1; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(eventually(
+      [&] {
+        const auto c = rdma::soft::counters(gone);
+        return c->qps_live == 0 && c->cqs_live == 0 && c->mrs_live == 0 && c->pds_live == 0 &&
+               c->contexts_live == 0 && c->cm_ids_live == 0;
+      },
+      std::chrono::seconds(30)))
+      << "the stack still holds objects of the removed device";
+  ASSERT_TRUE(r.flows(3000)) << "no traffic over the fallback";
+  EXPECT_EQ(r.m.client->stats().primary_switches, 0u) << "moved back while the device was away";
+
+  ASSERT_TRUE(rdma::soft::set_device_removed(gone, "soft0", false));
+  ASSERT_TRUE(eventually([&] { return reopens() == 1; }, std::chrono::seconds(30)));
+  ASSERT_TRUE(eventually([&] { return r.m.client->stats().primary_switches == 1; }, std::chrono::seconds(30)));
+  const std::uint64_t fabric_back = rdma_messages(*r.client_fabric);
+  ASSERT_TRUE(r.flows(3000)) << "no traffic after moving back";
+  EXPECT_GT(rdma_messages(*r.client_fabric), fabric_back + 20) << "traffic did not return to RDMA";
+  r.finish();
+  EXPECT_EQ(r.m.client->stats().fallback_switches, 1u);
+  EXPECT_EQ(r.m.client->stats().primary_switches, 1u);
+  EXPECT_EQ(removals(), 1u);
+  EXPECT_EQ(reopens(), 1u);
+}
+
+TEST(RdmaFailover, ServerDeviceRemovedAndBack) { device_removed_and_back(true); }
+
+TEST(RdmaFailover, ClientDeviceRemovedAndBack) { device_removed_and_back(false); }
 
 TEST(RdmaFailover, RdmaDownAtConnectStartsOnTcpThenMovesToRdma) {
   const QuietLogs quiet{log::Subsys::transport, log::Subsys::rdma};
