@@ -122,6 +122,9 @@ void RdmaShared::try_reopen() {
                  "every {} ms", device_name, what, reopen_attempts_, opts.device_check_interval.count());
     arm_check();
   };
+  // The provider's own hold on the dead device may only now be releasable
+  // (librdmacm syncs only while some device is listed, §13).
+  provider.release_removed_devices();
   if (!device_listed()) return arm_check();
   std::error_code ec;
   std::unique_ptr<Device> dev = provider.open_device(device_name, ec);

@@ -282,12 +282,13 @@ class VerbsProvider final : public Provider {
   // device without disassociate_ucontext (rxe: `rdma link delete` waits).
   // librdmacm (rdma-core 31 and later) skips the sync while no device at all
   // is listed, so on a host whose only RDMA device was removed its context
-  // stays until a device is listed again (docs/rdma-transport.md, Device
-  // removal).
+  // stays until a device is listed again; the stack calls this at every
+  // check while its device is away, so that happens at the first check
+  // after (docs/rdma-transport.md, Device removal).
   void release_removed_devices() noexcept override {
     int n = 0;
     const CmDevices list(::rdma_get_devices(&n));
-    SIPHON_LOG(rdma, 5, "verbs: librdmacm's device list synced ({} devices)", list ? n : 0);
+    SIPHON_LOG(rdma, 20, "verbs: librdmacm's device list synced ({} devices)", list ? n : 0);
   }
 
   std::unique_ptr<EventChannel> create_event_channel(std::error_code& ec) override {

@@ -27,7 +27,7 @@ set -euo pipefail
   echo "pair_guest.sh runs inside run-pair's guests: tests/rxe/run-pair -- $0 ..." >&2
   exit 2
 }
-scenario=${1:?usage: pair_guest.sh wire|partition|failover SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
+scenario=${1:?usage: pair_guest.sh wire|partition|failover|removal SIPHON_BENCH SIPHON_OBJD [PATH_MTU TOS]}
 bench=${2:?siphon-bench path}
 objd=${3:?siphon-objd path}
 role=$SIPHON_RXE_ROLE
@@ -527,6 +527,71 @@ failover_b() {
   touch "$out/b.done"
 }
 
+# ----------------------------------------------------------------- removal
+# The RDMA device taken away under a running server and given back
+# (docs/rdma-transport.md §13): guest a runs `rdma link delete rxe0` while
+# guest b's lossless client streams to it with --verify. The delete must
+# return (rxe has no disassociate_ucontext: the kernel waits until the
+# server has released every object it made on rxe0; a stack that holds its
+# device makes the command hang for good), the session must move to TCP,
+# and once `rdma link add rxe0` brings the device back the server must
+# reopen it and listen again, and the session move back to RDMA, with
+# nothing lost. Guest a gets a second device first (rxe1 on a dummy
+# netdev): librdmacm does not sync its device list while no device at all
+# is listed, so with rxe0 alone it would keep its context of the dead
+# device open and the delete would wait for it (§13).
+removal_a() {
+  local i st
+  failover_conf "ms_async_rdma_device_check_interval = 1"
+  ip link add dummy1 type dummy || fail "cannot create dummy1 (is the dummy module loaded?)"
+  ip link set dummy1 up
+  ip addr add 198.51.100.1/24 dev dummy1
+  rdma link add rxe1 type rxe netdev dummy1 || fail "rdma link add rxe1 failed"
+  log "second RDMA device: rxe1 on dummy1 ($(rdma link show | tr '\n' ' '))"
+  start_bg server "server listening on" "$bench" -c "$work/rdma.conf" server --bind "$ADDR:6830" \
+    --duration 280 --json "$out/a-server.json"
+  touch "$out/a.ready"
+  wait_for "$out/b.flowing" 120 "traffic from guest b"
+  sleep 1
+  date +%s.%N >"$out/a.delete-start"
+  rdma link delete "$DEV" &
+  local del=$!
+  for i in $(seq 1 300); do
+    kill -0 "$del" 2>/dev/null || break
+    sleep 0.2
+  done
+  if kill -0 "$del" 2>/dev/null; then
+    log "devices: $(ls /sys/class/infiniband 2>/dev/null | tr '\n' ' '); the server's uverbs files:" \
+      "$(ls -l /proc/"$pid_server"/fd 2>/dev/null | grep -c uverbs)"
+    fail "rdma link delete $DEV did not return within 60 s: the server still holds objects of $DEV"
+  fi
+  st=0
+  wait "$del" || st=$?
+  [ "$st" -eq 0 ] || fail "rdma link delete $DEV exited with status $st"
+  log "rdma link delete $DEV returned after $(awk -v a="$(cat "$out/a.delete-start")" -v b="$(date +%s.%N)" \
+    'BEGIN { printf "%.1f", b - a }') s"
+  grep -q "RDMA device $DEV went away" "$out/a-server.err" || fail "the server did not log the removal"
+  grep -q "RDMA device $DEV released" "$out/a-server.err" || fail "the server did not log the release"
+  for i in $(seq 1 450); do
+    [ -e "$out/b.on-tcp" ] && break
+    [ -e "$out/b.failed" ] && fail "guest b failed: $(cat "$out/b.failed")"
+    sleep 0.2
+  done
+  [ -e "$out/b.on-tcp" ] || log "guest b's session did not switch to TCP within 90 s of the removal"
+  rdma link add "$DEV" type rxe netdev "$SIPHON_RXE_NETDEV" || fail "rdma link add $DEV failed"
+  log "$DEV added again on $SIPHON_RXE_NETDEV"
+  for i in $(seq 1 300); do
+    grep -q "RDMA device $DEV is back" "$out/a-server.err" && break
+    sleep 0.2
+  done
+  grep -h "RDMA device $DEV is back" "$out/a-server.err" || fail "the server did not reopen $DEV within 60 s"
+  wait_for "$out/b.done" 240 "end of guest b's run"
+  stop_wait "$pid_server" "the server"
+  [ "$(grep -c "RDMA device $DEV went away" "$out/a-server.err")" -eq 1 ] || fail "more than one removal logged"
+  expect "$out/a-server.json" fallback_switches -eq 0 "the accepting side never switches (the client decides)"
+  log "server: released $DEV on removal, reopened it when it came back"
+}
+
 case "$scenario" in
   wire)
     mtu=${4:?path MTU}
@@ -552,6 +617,10 @@ case "$scenario" in
   failover)
     "failover_$role" "${4:-6}"
     ;;
-  *) echo "unknown scenario '$scenario' (wire, partition, failover)" >&2; exit 2 ;;
+  removal)
+    # Guest b's half is failover's: the client with --verify, the switches.
+    if [ "$role" = a ]; then removal_a; else failover_b; fi
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition, failover, removal)" >&2; exit 2 ;;
 esac
 log "passed"

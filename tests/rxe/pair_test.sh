@@ -21,11 +21,16 @@
 #       drops its RoCEv2 packets (tc, UDP port 4791) for
 #       SIPHON_PAIR_ROCE_DOWN seconds (default 6) while guest b's client runs
 #       --verify; the guests check the outcome (pair_guest.sh).
+#   pair_test.sh removal SIPHON_BENCH SIPHON_OBJD OUT_DIR
+#       the same session while guest a runs `rdma link delete rxe0` and later
+#       `rdma link add rxe0`: the delete returns (the server released the
+#       device), the session moves to TCP and back once the server reopened
+#       rxe0 (pair_guest.sh, docs/rdma-transport.md §13).
 #
 # Exit 0 pass, 1 fail (run-pair's status otherwise: 124 timeout, 125 setup).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-scenario=${1:?usage: pair_test.sh wire|partition|failover SIPHON_BENCH SIPHON_OBJD OUT_DIR [PATH_MTU TOS]}
+scenario=${1:?usage: pair_test.sh wire|partition|failover|removal SIPHON_BENCH SIPHON_OBJD OUT_DIR [PATH_MTU TOS]}
 bench=$2
 objd=$3
 out=$4
@@ -117,6 +122,12 @@ PY
       "$here/pair_guest.sh" failover "$bench" "$objd" "$down_s" || st=$?
     [ "$st" -eq 0 ] || { log "FAILED: the guests reported status $st"; exit "$st"; }
     ;;
-  *) echo "unknown scenario '$scenario' (wire, partition, failover)" >&2; exit 2 ;;
+  removal)
+    st=0
+    "$here/run-pair" --cache "$cache" --timeout "$timeout_s" --out "$out" -- \
+      "$here/pair_guest.sh" removal "$bench" "$objd" || st=$?
+    [ "$st" -eq 0 ] || { log "FAILED: the guests reported status $st"; exit "$st"; }
+    ;;
+  *) echo "unknown scenario '$scenario' (wire, partition, failover, removal)" >&2; exit 2 ;;
 esac
 log "passed"
