@@ -91,6 +91,9 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   void worker_attached(bool ok, std::string why);
   // The provider lists the device now (any thread; a device list walk).
   bool device_listed();
+  // The device has been released at least once (what is made again on a
+  // reopen need not be announced twice).
+  bool device_reopened() const noexcept { return counters.device_removals.load() != 0; }
   std::atomic<std::size_t> connections{0};
   std::atomic<bool> stopping{false};
   std::atomic<bool> started{false};

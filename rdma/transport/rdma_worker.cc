@@ -42,12 +42,15 @@ void RdmaWorker::create_cq() {
   std::uint32_t depth = static_cast<std::uint32_t>(std::min<std::uint64_t>(want, UINT32_MAX));
   if (a.max_cqe != 0 && depth > a.max_cqe) {
     depth = a.max_cqe;
-    SIPHON_LOG(rdma, 1,
+    // Said when the stack starts, not again when a removed device is reopened.
+    if (!shared_.device_reopened())
+      SIPHON_LOG(rdma, 1,
                "worker {}: {} completion queue entries wanted ({}), the device allows {} (max_cqe): "
-               "this worker takes at most {} connections; add workers (ms_async_op_threads) or lower "
-               "ms_async_rdma_send_queue_depth for more",
-               index_, want, shared_.opts.cq_depth != 0 ? "ms_async_rdma_cq_depth" : "for ms_async_rdma_max_connections",
-               a.max_cqe, shared_.connections_per_cq(depth));
+                 "this worker takes at most {} connections; add workers (ms_async_op_threads) or lower "
+                 "ms_async_rdma_send_queue_depth for more",
+                 index_, want,
+                 shared_.opts.cq_depth != 0 ? "ms_async_rdma_cq_depth" : "for ms_async_rdma_max_connections",
+                 a.max_cqe, shared_.connections_per_cq(depth));
   }
   std::error_code ec;
   cq_ = shared_.device->create_cq(depth, ec);
