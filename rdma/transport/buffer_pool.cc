@@ -258,11 +258,6 @@ std::error_code BufferPool::reregister_all() {
   return {};
 }
 
-bool BufferPool::deregistered() const noexcept {
-  std::lock_guard lk(mu_);
-  return deregistered_;
-}
-
 std::error_code BufferPool::prefill_slab() {
   std::unique_lock lk(mu_);
   if (total_.load(std::memory_order_relaxed) + pending_ > 0) return {};

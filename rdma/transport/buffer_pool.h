@@ -158,7 +158,6 @@ class BufferPool {
   // the slabs registered so far are deregistered again and the pool stays
   // deregistered.
   std::error_code reregister_all();
-  bool deregistered() const noexcept;
   // Returns a buffer that was never wrapped in a BufferPtr (or whose
   // references are all gone). Thread-safe; with a cache, lock-free mostly.
   void put(PoolBuffer* buf, PoolCache* cache = nullptr) noexcept;

@@ -95,7 +95,6 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   // with `why` when the device refused them (nothing is left half-made).
   void detach_device();
   bool attach_device(std::string& why);
-  bool device_detached() const noexcept { return device_detached_; }
   // Worker 0: runs `fn` on the worker after `after` (the device check);
   // replaces a timer still pending. Cancelled when the worker stops.
   void run_after(std::chrono::milliseconds after, std::function<void()> fn);

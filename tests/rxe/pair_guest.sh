@@ -450,6 +450,17 @@ failover_conf() {
     "ms_connection_ready_timeout = 3" \
     "debug_ms_session = 1" "$@"
 }
+# wait_on_tcp WHEN: up to 90 s for guest b's session to be on TCP (b.on-tcp);
+# guest b's failure ends ours, a timeout is only logged ("... within 90 s WHEN").
+wait_on_tcp() {
+  local i
+  for i in $(seq 1 450); do
+    [ -e "$out/b.on-tcp" ] && return 0
+    [ -e "$out/b.failed" ] && fail "guest b failed: $(cat "$out/b.failed")"
+    sleep 0.2
+  done
+  log "guest b's session did not switch to TCP within 90 s $1"
+}
 failover_a() {
   local down_s=${1:-6} i
   failover_conf
@@ -471,12 +482,7 @@ failover_a() {
   # At least down_s seconds, and until guest b's session is on TCP (b.on-tcp;
   # at most 90 s): on a loaded host a starved guest may need longer.
   sleep "$down_s"
-  for i in $(seq 1 450); do
-    [ -e "$out/b.on-tcp" ] && break
-    [ -e "$out/b.failed" ] && fail "guest b failed: $(cat "$out/b.failed")"
-    sleep 0.2
-  done
-  [ -e "$out/b.on-tcp" ] || log "guest b's session did not switch to TCP within 90 s of the drop; lifting it"
+  wait_on_tcp "of the drop; lifting it"
   log "RoCE drop counters: $(tc -s filter show dev "$SIPHON_RXE_NETDEV" parent 1: | grep -o 'Sent [0-9]* bytes [0-9]* pkt' | head -n1)"
   tc qdisc del dev "$SIPHON_RXE_NETDEV" root || fail "tc qdisc del failed"
   date +%s.%N >"$out/a.roce-up"
@@ -572,12 +578,7 @@ removal_a() {
     'BEGIN { printf "%.1f", b - a }') s"
   grep -q "RDMA device $DEV went away" "$out/a-server.err" || fail "the server did not log the removal"
   grep -q "RDMA device $DEV released" "$out/a-server.err" || fail "the server did not log the release"
-  for i in $(seq 1 450); do
-    [ -e "$out/b.on-tcp" ] && break
-    [ -e "$out/b.failed" ] && fail "guest b failed: $(cat "$out/b.failed")"
-    sleep 0.2
-  done
-  [ -e "$out/b.on-tcp" ] || log "guest b's session did not switch to TCP within 90 s of the removal"
+  wait_on_tcp "of the removal"
   rdma link add "$DEV" type rxe netdev "$SIPHON_RXE_NETDEV" || fail "rdma link add $DEV failed"
   log "$DEV added again on $SIPHON_RXE_NETDEV"
   for i in $(seq 1 300); do
