@@ -11,7 +11,11 @@ whose speed drifts over minutes, a ratio within one round is steadier than
 a ratio of medians.
 
   tools/bench/perf_counter_ab.py ON_BENCH OUT_BENCH [--rounds 12] [--seconds 4]
-      [--ms-type async+posix] [--size 64] [--rt] [--cpu N]
+      [--ms-type async+posix] [--size 64] [--rt] [--cpu N] [--settings on,perf=false,out]
+
+--settings picks which of the three settings run (out, the reference of
+every ratio, always does): `--settings on,out` spends every round on the
+comparison the target names, so the same minutes give more pairs.
 
 --rt runs each benchmark under SCHED_FIFO (`chrt -f 50`, root only), so a
 build running on the same machine cannot preempt it; the kernel's RT
@@ -51,9 +55,15 @@ def main():
     ap.add_argument("--size", type=int, default=64)
     ap.add_argument("--rt", action="store_true")
     ap.add_argument("--cpu", type=int)
+    ap.add_argument("--settings", default="on,perf=false,out")
     args = ap.parse_args()
     settings = [("on", args.on_bench, []), ("perf=false", args.on_bench, ["--set", "perf=false"]),
                 ("out", args.out_bench, [])]
+    chosen = set(args.settings.split(",")) | {"out"}
+    unknown = chosen - {name for name, _, _ in settings}
+    if unknown:
+        ap.error(f"--settings: unknown {', '.join(sorted(unknown))} (known: on, perf=false, out)")
+    settings = [s for s in settings if s[0] in chosen]
     rates = {name: [] for name, _, _ in settings}
     cpu = {name: [] for name, _, _ in settings}
     for rnd in range(args.rounds):
@@ -83,7 +93,7 @@ def main():
     print("| setting | msgs/s paired ratio: median [95 % CI] | CPU us/msg paired ratio: median [95 % CI] |")
     print("|---|---|---|")
     rng = random.Random(1)
-    for name, _, _ in settings[:2]:
+    for name, _, _ in [s for s in settings if s[0] != "out"]:
         rr = [a / b for a, b in zip(rates[name], rates["out"])]
         cr = [a / b for a, b in zip(cpu[name], cpu["out"]) if a is not None and b]
         print(f"| {name} | {ci_text(rr, rng)} | {ci_text(cr, rng)} |")

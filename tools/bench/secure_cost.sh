@@ -55,8 +55,14 @@ openssl_bps=$(awk '/^AES-128-GCM/ {v=$NF; sub(/k$/, "", v); printf "%.0f", v * 1
 [ -n "$openssl_bps" ] || { cat "$out/openssl.txt" "$out/openssl.err" >&2; echo "secure_cost.sh: no AES-128-GCM line from openssl speed" >&2; exit 1; }
 
 # 2. Siphon's AES-GCM path, same size.
-echo "+ secure_bench --benchmark_min_time=2 --benchmark_repetitions=3"
-"$sbench" --benchmark_min_time=2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
+# glibc's heap trimming is kept out of it: the open benchmark frees a batch
+# of sealed frames at a time, and with glibc's defaults that trims the heap
+# top and grows it again with brk every few frames (docs/performance.md,
+# "Secure mode against crc mode"), which is the allocator's cost in this
+# pattern, not the cipher path's.
+tunables=glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216
+echo "+ GLIBC_TUNABLES=$tunables secure_bench --benchmark_min_time=2 --benchmark_repetitions=3"
+GLIBC_TUNABLES=$tunables "$sbench" --benchmark_min_time=2 --benchmark_repetitions=3 --benchmark_report_aggregates_only=true \
   --benchmark_format=json >"$out/secure_bench.json" 2>"$out/secure_bench.err"
 
 # 3. crc against secure, both stacks, 4 KiB and 4 MiB, one connection.
@@ -100,15 +106,17 @@ out, openssl_bps = sys.argv[1], float(sys.argv[2])
 gb = json.load(open(out + "/secure_bench.json"))
 def bench(name):
     for b in gb["benchmarks"]:
-        if b["name"].startswith(name + "/") and b.get("aggregate_name") == "median":
+        if (b["name"] == name or b["name"].startswith(name + "/")) and b.get("aggregate_name") == "median":
             return b["bytes_per_second"]
     raise SystemExit("secure_cost.sh: no median for " + name + " in secure_bench's output")
 print()
 print("AES-128-GCM at 16 KiB, one core (bytes/s; secure_bench medians of 3):")
 print("  %-34s %12.0f MB/s" % ("openssl speed -evp aes-128-gcm", openssl_bps / 1e6))
-for name in ("BM_GcmStreamSeal", "BM_SecureFrameSeal", "BM_SecureFrameOpen"):
+for name, label in (("BM_GcmStreamSeal", "BM_GcmStreamSeal"), ("BM_SecureFrameSeal", "BM_SecureFrameSeal"),
+                    ("BM_SecureFrameOpen/bytes:16384/batch:8", "BM_SecureFrameOpen, in cache"),
+                    ("BM_SecureFrameOpen/bytes:16384/batch:256", "BM_SecureFrameOpen, from memory")):
     v = bench(name)
-    print("  %-34s %12.0f MB/s  %.2fx openssl" % (name, v / 1e6, v / openssl_bps))
+    print("  %-34s %12.0f MB/s  %.2fx openssl" % (label, v / 1e6, v / openssl_bps))
 print()
 print("secure / crc throughput (siphon-bench compare, one connection, echo):")
 rows = {}
@@ -130,8 +138,9 @@ print()
 tcp = rows.get(("4M", "async+posix", "secure")), rows.get(("4M", "async+posix", "crc"))
 ratio1 = tcp[0] / tcp[1] if all(tcp) else float("nan")
 ratio2 = bench("BM_SecureFrameSeal") / openssl_bps
+ratio3 = bench("BM_SecureFrameOpen/bytes:16384/batch:8") / openssl_bps
 print("target 1: secure-mode bulk throughput on TCP (4 MiB) / crc mode = %.2f (target >= 0.8: %s)"
       % (ratio1, "met" if ratio1 >= 0.8 else "missed"))
-print("target 2: AES-GCM path per core (secure frame seal, 16 KiB) / openssl speed = %.2f (target >= 0.9: %s)"
-      % (ratio2, "met" if ratio2 >= 0.9 else "missed"))
+print("target 2: AES-GCM path per core (16 KiB) / openssl speed: secure frame seal %.2f, open (in cache) %.2f"
+      " (target >= 0.9: %s)" % (ratio2, ratio3, "met" if min(ratio2, ratio3) >= 0.9 else "missed"))
 PY
