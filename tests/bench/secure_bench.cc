@@ -80,11 +80,11 @@ BENCHMARK(BM_SecureFrameSeal)->ArgName("bytes")->Arg(16384);
 // (the nonces of both sides advancing together), then each batch opened and
 // decoded under a clock of its own (manual time: the sealing is not
 // counted). `batch` sets how cold the ciphertext is when it is opened:
-//  - 8 frames (128 KiB) stay in this machine's L2 (512 KiB per core), as
+//  - 8 frames (132 KiB) stay in L2 (1 MiB per core on this project's VM), as
 //    the bytes a receiver opens do: the socket (or the RDMA receive) has
 //    just written them. `openssl speed` encrypts one hot buffer over and
 //    over, so this is the like-for-like figure against it.
-//  - 256 frames (4 MiB) are opened from memory: what a receiver that fell
+//  - 256 frames (4.2 MiB) are opened from memory: what a receiver that fell
 //    far behind would pay. It is kept to show what the cache is worth.
 void BM_SecureFrameOpen(benchmark::State& state) {
   const auto batch_size = static_cast<std::size_t>(state.range(1));
@@ -95,11 +95,14 @@ void BM_SecureFrameOpen(benchmark::State& state) {
   std::string why;
   proto::Frame out;
   for (auto _ : state) {
-    // The ciphertext is released here, outside the clock, and not by the
-    // decoder inside it: freeing a batch (and the encoder allocating the
-    // next) makes glibc trim and regrow the heap with brk every few frames,
-    // the allocator's cost and the benchmark's pattern, not the receive
-    // path's (a receiver's buffers recycle).
+    // The ciphertext is released here, outside the clock, not by the
+    // decoder inside it. That alone does not keep glibc's heap trimming out
+    // of the clock: the batch pattern still moves the heap top while the
+    // plaintexts are allocated, and glibc trims and regrows it with brk
+    // every few frames (the allocator's cost in this pattern, not the
+    // receive path's: a receiver's buffers recycle). tools/bench/
+    // secure_cost.sh therefore runs this benchmark with the trim threshold
+    // raised (GLIBC_TUNABLES); docs/performance.md has both figures.
     sealed.clear();
     batch.clear();
     for (std::size_t i = 0; i < batch_size; ++i) {

@@ -106,7 +106,7 @@ out, openssl_bps = sys.argv[1], float(sys.argv[2])
 gb = json.load(open(out + "/secure_bench.json"))
 def bench(name):
     for b in gb["benchmarks"]:
-        if (b["name"] == name or b["name"].startswith(name + "/")) and b.get("aggregate_name") == "median":
+        if b["name"].startswith(name + "/") and b.get("aggregate_name") == "median":
             return b["bytes_per_second"]
     raise SystemExit("secure_cost.sh: no median for " + name + " in secure_bench's output")
 print()
