@@ -1,13 +1,15 @@
 // The transport contract (docs/transport.md §1) as an executable suite.
 //
 // Written once against transport::Stack / Connection / ConnectionHandler
-// only, and built once per stack (tests/conformance/CMakeLists.txt):
+// only, and built once (the binary transport_contract); ctest runs it per
+// stack (tests/conformance/CMakeLists.txt):
 //   transport_contract_tcp        async+posix (make_test_stack)
 //   transport_contract_rdma       async+rdma on the software fabric, or verbs
-//                                 on rxe0 inside the rxe guest (SIPHON_TEST_RDMA)
-//   transport_contract_rdma_srq   the same in SRQ mode (SIPHON_TEST_RDMA_SRQ)
+//                                 on rxe0 inside the rxe guest
+//                                 (SIPHON_TEST_STACK=rdma)
+//   transport_contract_rdma_srq   the same in SRQ mode (SIPHON_TEST_STACK=rdma-srq)
 //   transport_contract_plugin     the stack of libsiphon-stack-tcpplugin.so
-//                                 (SIPHON_CONTRACT_PLUGIN)
+//                                 (SIPHON_CONTRACT_PLUGIN_DIR names its directory)
 //
 // One test per rule, plus ordering and close. Every handler callback is
 // checked by the Probe, in every test: it runs on the connection's worker
@@ -21,6 +23,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -37,11 +40,9 @@
 #include "msgr/transport/transport.h"
 #include "msgr_test_util.h"
 
-#ifdef SIPHON_CONTRACT_PLUGIN
 #include <dlfcn.h>
 
 #include "msgr/transport/stack_plugin.h"
-#endif
 
 namespace siphon::transport {
 namespace {
@@ -67,10 +68,14 @@ transport::TcpOptions contract_options() {
   return o;
 }
 
-#ifdef SIPHON_CONTRACT_PLUGIN
+// The directory of libsiphon-stack-tcpplugin.so when this run tests the
+// plugin's stack (ctest's transport_contract_plugin sets it), else null.
+const char* plugin_dir() { return std::getenv("SIPHON_CONTRACT_PLUGIN_DIR"); }
+
 std::shared_ptr<Stack> make_stack() {
+  if (plugin_dir() == nullptr) return test::make_test_stack(contract_options());
   static const siphon_stack_plugin* plugin = [] {
-    const std::string path = std::string(SIPHON_TEST_PLUGIN_DIR) + "/libsiphon-stack-tcpplugin.so";
+    const std::string path = std::string(plugin_dir()) + "/libsiphon-stack-tcpplugin.so";
     void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (h == nullptr) throw std::runtime_error(fmt::format("cannot load {}: {}", path, ::dlerror()));
     auto entry = reinterpret_cast<const siphon_stack_plugin* (*)()>(::dlsym(h, SIPHON_STACK_PLUGIN_ENTRY));
@@ -86,9 +91,6 @@ std::shared_ptr<Stack> make_stack() {
   if (s == nullptr) throw std::runtime_error(std::string("plugin create failed: ") + err);
   return std::shared_ptr<Stack>(s, [](Stack* st) { plugin->destroy(st); });
 }
-#else
-std::shared_ptr<Stack> make_stack() { return test::make_test_stack(contract_options()); }
-#endif
 
 NetAddress loopback() {
   return test::loopback_any_port().front().addr;
@@ -287,9 +289,9 @@ class TransportContract : public ::testing::Test {
   void SetUp() override {
     server_ = make_stack();
     client_ = make_stack();
-#ifdef SIPHON_CONTRACT_PLUGIN
-    ASSERT_EQ(server_->type(), "async+tcpplugin") << "the plugin's stack, not the built-in one";
-#endif
+    if (plugin_dir() != nullptr) {
+      ASSERT_EQ(server_->type(), "async+tcpplugin") << "the plugin's stack, not the built-in one";
+    }
     server_->start();
     client_->start();
     ASSERT_FALSE(server_->listen(loopback(),
@@ -390,6 +392,10 @@ class TransportContract : public ::testing::Test {
 };
 
 // ----------------------------------------------------------------- ordering
+
+// ctest runs this binary once per stack (SIPHON_TEST_STACK): a run that lost
+// the variable fails here rather than testing TCP twice.
+TEST(StackUnderTest, IsTheOneThisRunAskedFor) { EXPECT_TRUE(test::is_the_stack_under_test(*test::make_test_stack())); }
 
 TEST_F(TransportContract, FramesArriveInSendOrderByteExact) {
   Ends& e = open();

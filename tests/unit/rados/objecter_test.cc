@@ -6,8 +6,9 @@
 // named by the tests make an OSD misbehave: stay silent, drop the session,
 // or send a reply that does not decode.
 //
-// Built twice: objecter_test on TCP and objecter_test_rdma on the RDMA
-// stack's software fabric (make_test_stack, SIPHON_TEST_RDMA).
+// Built once and run per stack (siphon_gtest_stacks): objecter_test on TCP
+// and objecter_test_rdma on the RDMA stack's software fabric
+// (make_test_stack, SIPHON_TEST_STACK=rdma).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -336,6 +337,10 @@ class ObjecterTest : public ::testing::Test {
   std::unique_ptr<mon::MonClient> mc;
   std::unique_ptr<Objecter> objecter;
 };
+
+// ctest runs this binary once per stack (SIPHON_TEST_STACK): a run that lost
+// the variable fails here rather than testing TCP twice.
+TEST(StackUnderTest, IsTheOneThisRunAskedFor) { EXPECT_TRUE(test::is_the_stack_under_test(*test::make_test_stack())); }
 
 TEST_F(ObjecterTest, WriteThenReadRoundTripsOnThePrimary) {
   start();
