@@ -207,7 +207,9 @@ class MemoryRegion {
 // use completes at the requester with remote_access_error. A type-2 window
 // must be invalidated before it is bound again. An MR cannot be deregistered
 // on every device while windows are bound to it (rxe refuses): destroy or
-// invalidate the windows first.
+// invalidate the windows first. The same goes for the QP a window is bound
+// to: on rxe (Linux 6.1) a bound type-2 window holds a reference on its QP,
+// and destroying the QP first blocks in the kernel for 50 s (then WARNs).
 class MemoryWindow {
  public:
   virtual ~MemoryWindow() = default;  // deallocates; a bound window is invalidated

@@ -44,6 +44,11 @@ RdmaConnection::~RdmaConnection() {
 }
 
 void RdmaConnection::release_device_objects() noexcept {
+  // The windows bound for what we offered go before the QP they are bound
+  // to (provider.h, MemoryWindow: rxe blocks 50 s destroying a QP that a
+  // window still holds). The closing path stopped them already; this covers
+  // the paths that skip it (a worker shut down mid-drain).
+  bulk_.stop();
   if (qp_) {
     shared_.counters.qps_active.fetch_sub(1, std::memory_order_relaxed);
     qp_.reset();  // before the id that owns it, and before its buffers go back
