@@ -7,7 +7,7 @@ set -euo pipefail
 # Build and unit tests.
 pkgs=(
   build-essential cmake ninja-build pkg-config ccache git python3
-  g++ clang-14 libclang-rt-14-dev
+  g++ clang-14 libclang-rt-14-dev lld
   libboost-dev libfmt-dev liburing-dev libisal-dev libssl-dev
   libibverbs-dev librdmacm-dev rdma-core
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
