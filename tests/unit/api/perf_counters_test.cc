@@ -9,7 +9,9 @@
 // logger against RdmaStack::counters().
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <thread>
@@ -17,6 +19,7 @@
 
 #include "msgr/perf/compiled.h"
 #include "msgr/perf/perf_counters.h"
+#include "msgr/perf/sampling.h"
 #include "msgr/transport/transport.h"
 #include "msgr_test_util.h"
 
@@ -34,9 +37,16 @@ constexpr std::size_t kData = 3000;
 class FastSink : public Dispatcher {
  public:
   bool ms_can_fast_dispatch(const Message& m) const override { return m.get_type() == kType; }
-  void ms_fast_dispatch(MessageRef) override { received.fetch_add(1); }
+  void ms_fast_dispatch(MessageRef) override {
+    // Busy for at least `spin` (0: not at all), on the worker.
+    const auto until = std::chrono::steady_clock::now() + spin;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+    received.fetch_add(1);
+  }
   bool ms_dispatch(MessageRef) override { return true; }
   std::atomic<std::uint64_t> received{0};
+  std::chrono::nanoseconds spin{0};  // set before the messages are sent
 };
 
 std::uint64_t value(transport::Worker& w, int idx) { return w.perf().logger().get(idx).u64; }
@@ -100,6 +110,57 @@ struct Pair {
     }
   }
 };
+
+// The fast-dispatch sampler picks one call in kFastDispatchSampleEvery, and
+// not every n-th one (a workload alternating two kinds of message must not
+// be sampled on one kind only).
+TEST(PerfCounters, FastDispatchSamplerPicksOneInEightAtRandom) {
+  if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
+  ASSERT_TRUE(perf::enabled());
+  std::uint64_t picked = 0, even = 0;
+  std::vector<std::uint64_t> gaps;
+  std::thread([&] {  // a fresh thread: the sampler's state is per thread
+    std::uint64_t last = 0;
+    for (std::uint64_t i = 1; i <= 80000; ++i) {
+      if (!perf::sample_at_random<perf::kFastDispatchSampleEvery>()) continue;
+      ++picked;
+      if (i % 2 == 0) ++even;
+      gaps.push_back(i - last);
+      last = i;
+    }
+  }).join();
+  const std::uint64_t expected = 80000 / perf::kFastDispatchSampleEvery;
+  EXPECT_GT(picked, expected * 9 / 10);
+  EXPECT_LT(picked, expected * 11 / 10);
+  // Both parities sampled about equally, and the gaps are not one period.
+  EXPECT_GT(even, picked * 4 / 10);
+  EXPECT_LT(even, picked * 6 / 10);
+  std::sort(gaps.begin(), gaps.end());
+  ASSERT_FALSE(gaps.empty());
+  EXPECT_LT(gaps.front(), perf::kFastDispatchSampleEvery);
+  EXPECT_GT(gaps.back(), 2 * perf::kFastDispatchSampleEvery);
+}
+
+// msgr_running_fast_dispatch_time is estimated from one dispatch in
+// kFastDispatchSampleEvery, each counted that many times, so it covers all
+// of them: with every dispatch busy for at least 20 us, the counter reaches
+// at least half of messages x 20 us (unscaled, the sample alone would sum to
+// about an eighth). A lower bound only: a sampled dispatch preempted on a
+// loaded machine counts eight times, so no upper bound holds.
+TEST(PerfCounters, FastDispatchTimeCoversEveryDispatchFromItsSample) {
+  if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
+  constexpr std::uint64_t kSlow = 400;
+  constexpr auto kSpin = std::chrono::microseconds(20);
+  Pair p;
+  p.sink.spin = kSpin;
+  p.send(kSlow);
+  ASSERT_TRUE(eventually([&] { return p.sink.received.load() == kSlow; }));
+  transport::Worker& sw = p.sstack->worker(0);
+  const std::uint64_t ns = value(sw, transport::l_msgr_running_fast_dispatch_time);
+  const std::uint64_t floor_ns = kSlow * std::chrono::nanoseconds(kSpin).count() / 2;
+  EXPECT_GE(ns, floor_ns) << "fast dispatch time " << ns << " ns for " << kSlow << " dispatches of at least "
+                          << kSpin.count() << " us";
+}
 
 TEST(PerfCounters, WorkerCountersMoveByExactlyWhatWasSent) {
   if (!perf::kCompiledIn) GTEST_SKIP() << "built with SIPHON_PERF_COUNTERS=OFF";
