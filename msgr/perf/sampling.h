@@ -5,7 +5,7 @@
 // Random, not every n-th event: a workload whose kinds of message alternate
 // with a period that divides n must not be sampled on one kind only.
 // docs/observability.md says which counters are sampled; docs/performance.md
-// ("What the counters cost") measures what it saves.
+// ("Perf counters: overhead") measures what it saves.
 #pragma once
 
 #include <cstdint>
