@@ -4,10 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <ostream>
 #include <random>
@@ -101,10 +103,17 @@ struct Tracker {
   std::uint64_t verify_failures = 0;
   std::vector<std::string> incorrect;  // objects whose data did not verify (the first 100)
   std::vector<unsigned> free_slots;
+  // Set by drive() for its run. take: under `mu`, claims the next op (index
+  // and a free slot) if one is due; issue: outside `mu`, sends it.
+  std::function<bool(std::uint64_t&, unsigned&)> take;
+  std::function<void(std::uint64_t, unsigned)> issue;
 
+  // A completion: records it, then issues what is due from this thread
+  // (the client's), so that a steady run does not wake the driving thread
+  // once per op (drive()).
   void done(Clock::time_point t0, unsigned slot, int r, const char* verb, const std::string& oid) {
     const double lat = secs(Clock::now() - t0);
-    std::lock_guard lk(mu);
+    std::unique_lock lk(mu);
     --in_flight;
     free_slots.push_back(slot);
     if (r < 0 && error == 0) {
@@ -118,9 +127,48 @@ struct Tracker {
       latency_sq += lat * lat;
       latency_ns.record(static_cast<std::uint64_t>(lat * 1e9));
     }
-    cv.notify_all();
+    // A completion inside an issue() of this thread (a client that
+    // finished the op at once, e.g. refused it) leaves the next op to that
+    // issue's pump further up the stack: no recursion.
+    if (issuing_ > 0) return;
+    ++pumps;  // in the same locked section: drive() never sees a gap
+    pump_locked(lk);
   }
+
+  // Issues ops while one is due and a slot is free. Called without `mu`.
+  void pump() {
+    std::unique_lock lk(mu);
+    ++pumps;
+    pump_locked(lk);
+  }
+
+  // When the pump ends with nothing in flight and no other pump running
+  // (the end, or the end after an error) it wakes the driving thread, which
+  // otherwise wakes only for its status lines. Counted in `pumps`, so that
+  // drive() returns (and the caller's issue function and this tracker go)
+  // only once no thread is inside one.
+  void pump_locked(std::unique_lock<std::mutex>& lk) {
+    for (;;) {
+      std::uint64_t index = 0;
+      unsigned s = 0;
+      if (!take || !take(index, s)) break;
+      lk.unlock();
+      ++issuing_;
+      issue(index, s);
+      --issuing_;
+      lk.lock();
+    }
+    --pumps;
+    if (in_flight == 0 && pumps == 0) cv.notify_all();
+  }
+
+  unsigned pumps = 0;  // threads inside pump(), under `mu`
+
+ private:
+  static thread_local int issuing_;  // > 0 inside issue() on this thread
 };
+
+thread_local int Tracker::issuing_ = 0;
 
 // One status line a second, as rados bench prints them.
 class Progress {
@@ -162,24 +210,45 @@ class Progress {
 };
 
 // Fills `concurrency` slots with `issue(index, slot)` until `more(index)` is
-// false, printing a line a second; waits for the ops in flight.
+// false, printing a line a second; waits for the ops in flight. This thread
+// issues the first `concurrency` ops; after that each completion issues the
+// next op itself (Tracker::done), as an asynchronous client would, so this
+// thread wakes once a second for the status line and once at the end.
+// (rados bench wakes its driving thread on every completion, which is CPU
+// per op of the tool's own; docs/performance.md.) `issue` may therefore run
+// on several threads at once, each call with its own slot.
 template <class Issue, class More>
 void drive(Tracker& t, Progress& p, unsigned concurrency, Issue issue, More more) {
-  std::unique_lock lk(t.mu);
-  for (unsigned s = concurrency; s > 0; --s) t.free_slots.push_back(s - 1);
-  for (;;) {
-    while (t.error == 0 && !t.free_slots.empty() && more(t.started)) {
-      const std::uint64_t index = t.started++;
-      const unsigned slot = t.free_slots.back();
+  {
+    std::lock_guard lk(t.mu);
+    for (unsigned s = concurrency; s > 0; --s) t.free_slots.push_back(s - 1);
+    t.take = [&t, &more](std::uint64_t& index, unsigned& slot) {
+      if (t.error != 0 || t.free_slots.empty() || !more(t.started)) return false;
+      index = t.started++;
+      slot = t.free_slots.back();
       t.free_slots.pop_back();
       ++t.in_flight;
+      return true;
+    };
+    t.issue = issue;
+  }
+  t.pump();
+  std::unique_lock lk(t.mu);
+  for (;;) {
+    const bool idle = t.in_flight == 0 && t.pumps == 0;
+    if (idle && (t.error != 0 || !more(t.started))) break;
+    if (idle) {
+      // Nothing in flight but more is due (every op so far completed at
+      // once): issue it from here.
       lk.unlock();
-      issue(index, slot);
+      t.pump();
       lk.lock();
+      continue;
     }
-    if (t.in_flight == 0 && (t.error != 0 || !more(t.started))) break;
     if (t.cv.wait_until(lk, p.next()) == std::cv_status::timeout) p.tick(t, Clock::now());
   }
+  t.take = nullptr;
+  t.issue = nullptr;
 }
 
 void fill_result(Result& r, Tracker& t, Progress& p, double elapsed, const Options& o) {
@@ -403,14 +472,15 @@ Result run_bench(ObjectIO& io, const Options& o, Printer& out) {
     const std::string pattern = op_data(0, o.op_size);
     std::vector<BufferPtr> buffers;
     for (unsigned i = 0; i < slots; ++i) buffers.emplace_back(pattern.data(), pattern.size());
+    std::atomic<std::uint64_t> fresh_buffers{0};
     drive(
         t, p, slots,
         [&](std::uint64_t i, unsigned slot) {
           const std::string oid = object_name(prefix, i / per_object);
-          BufferPtr& buf = buffers[slot];
+          BufferPtr& buf = buffers[slot];  // this call's own slot: no other thread touches it
           if (buf.segment()->use_count() > 1) {
             buf = BufferPtr(pattern.data(), pattern.size());
-            ++r.fresh_buffers;  // the issuing thread only: drive() calls issue() outside the lock, one at a time
+            fresh_buffers.fetch_add(1, std::memory_order_relaxed);  // issue() runs on several threads
           }
           stamp_op(i, reinterpret_cast<char*>(buf.mutable_data()), buf.length());
           const auto t0 = Clock::now();
@@ -421,6 +491,7 @@ Result run_bench(ObjectIO& io, const Options& o, Printer& out) {
           return Clock::now() < stop && (o.max_objects == 0 || i / per_object < o.max_objects);
         });
     fill_result(r, t, p, secs(Clock::now() - start), o);
+    r.fresh_buffers = fresh_buffers.load();
     r.object_size = object_size;
     // CPU per op is the write phase's: not the metadata write or cleanup.
     r.cpu = process_cpu() - cpu0;

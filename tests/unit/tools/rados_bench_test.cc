@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -33,6 +34,7 @@ class FakeStore final : public ObjectIO {
 
   void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
              std::uint64_t object_size, Done done) override {
+    if (std::this_thread::get_id() != worker_.get_id()) writes_off_worker_.fetch_add(1);
     // A reference to the runner's buffer, read on the worker, later -- with
     // hold_ after the op is reported done, as a client's queue could.
     post([this, oid, off, data = BufferPtr(data), alloc_hint, object_size, done = std::move(done)]() mutable {
@@ -89,6 +91,8 @@ class FakeStore final : public ObjectIO {
   int fail_writes_after_ = -1;
   int writes_ = 0, reads_ = 0;
   std::size_t hold_ = 0;  // writes whose buffer is read only after this many more
+  bool inline_ = false;   // every operation completes inside the call that started it
+  std::atomic<int> writes_off_worker_{0};  // write() calls from a thread other than the store's
 
  private:
   struct Held {
@@ -103,6 +107,7 @@ class FakeStore final : public ObjectIO {
   }
   std::deque<Held> held_;
   void post(std::function<void()> fn) {
+    if (inline_) return fn();
     {
       std::lock_guard lk(mu_);
       q_.push_back(std::move(fn));
@@ -215,6 +220,47 @@ TEST(RadosBenchRun, WriteThenSeqThenRandThenCleanup) {
   EXPECT_EQ(cr.removed, wr.ops);
   EXPECT_TRUE(s.objects_.empty());
   EXPECT_EQ(c.str().rfind("Removed " + std::to_string(wr.ops) + " objects\n", 0), 0u) << c.str();
+}
+
+// After the first -t ops, which the driving thread issues, each completion
+// issues the next op from the thread it completed on (the client's), so the
+// driving thread does not wake once per op.
+TEST(RadosBenchRun, CompletionsIssueTheNextOps) {
+  FakeStore s;
+  std::ostringstream w;
+  auto o = opts(Mode::write);
+  o.cleanup = false;
+  const Result wr = run(s, o, w);
+  ASSERT_EQ(wr.error, 0) << wr.error_message;
+  EXPECT_GT(wr.ops, 10u * o.concurrency);
+  EXPECT_EQ(s.writes_off_worker_.load(), static_cast<int>(o.concurrency)) << wr.ops << " ops";
+  EXPECT_EQ(s.objects_.size(), wr.ops + 1);
+  EXPECT_EQ(s.objects_.at("benchmark_data_vm_3583_object" + std::to_string(wr.ops - 1)), op_data(wr.ops - 1, 4096));
+}
+
+// A client that finishes every op inside the call that started it: the
+// next op is issued by the loop that issued this one, not from inside the
+// completion (50,000 nested calls would overflow the stack).
+TEST(RadosBenchRun, OpsCompletedAtOnceDoNotRecurse) {
+  FakeStore s;
+  s.inline_ = true;
+  std::ostringstream w;
+  auto o = opts(Mode::write);
+  o.cleanup = false;
+  o.op_size = 64;
+  o.seconds = 60;
+  o.max_objects = 50000;
+  const Result wr = run(s, o, w);
+  ASSERT_EQ(wr.error, 0) << wr.error_message;
+  EXPECT_EQ(wr.ops, 50000u);
+  EXPECT_EQ(s.objects_.size(), 50001u);
+  std::ostringstream r;
+  auto so = opts(Mode::seq);
+  so.seconds = 60;
+  const Result sr = run(s, so, r);
+  ASSERT_EQ(sr.error, 0) << sr.error_message;
+  EXPECT_EQ(sr.ops, 50000u);
+  EXPECT_EQ(sr.verify_failures, 0u);
 }
 
 TEST(RadosBenchRun, ObjectsLargerThanOpsTakeSeveralWrites) {
