@@ -530,6 +530,15 @@ void Objecter::scan_ops_locked(std::vector<Done>& done) {
 
 // --- dispatch -------------------------------------------------------------
 
+// Replies and backoffs are handled on the worker that read them (the
+// session's state is under mtx_, which every path takes), so an op's
+// completion, and the next op its callback submits, cost no thread switch.
+// Maps stay on the dispatch thread: decoding and applying one is long work
+// that should not hold up a worker's other connections.
+bool Objecter::ms_can_fast_dispatch(const Message& m) const {
+  return m.get_type() == kMsgOsdOpReply || m.get_type() == kMsgOsdBackoff;
+}
+
 bool Objecter::ms_dispatch(MessageRef m) {
   std::vector<Done> done;
   switch (m->get_type()) {

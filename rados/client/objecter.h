@@ -34,8 +34,11 @@
 // client handshake supports it towards OSDs).
 //
 // Threads: every method may be called from any thread. Completion callbacks
-// run on the messenger's dispatch thread or the Objecter's timer thread and
-// must not block on other ops.
+// run on the thread that completed the op and must not block on other ops:
+// a messenger worker for a reply (MOSDOpReply and MOSDBackoff take the fast
+// path, as in Ceph's Objecter: no hand-over to the dispatch thread per op),
+// the dispatch thread when a map fails an op, or the Objecter's timer thread.
+// A callback may submit the next op: it goes out from that worker at once.
 #pragma once
 
 #include <chrono>
@@ -157,6 +160,7 @@ class Objecter final : private Dispatcher {
   };
 
   bool ms_dispatch(MessageRef m) override;
+  bool ms_can_fast_dispatch(const Message& m) const override;
   void ms_handle_connect(ConnectionRef con) override;
   bool ms_handle_reset(ConnectionRef con) override;
   bool ms_handle_refused(ConnectionRef con) override;
