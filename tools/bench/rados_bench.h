@@ -43,10 +43,13 @@ class ObjectIO {
   // SETALLOCHINT(object_size, write_size = data.length()) as rados bench
   // sends. The client may keep references to `data` (for a resend, in a
   // queued message) as long as it likes, without copying it: the runner
-  // never changes bytes someone else still references. It reuses one
-  // buffer per slot, as rados bench does, only once the segment's use count
-  // says it is the sole holder, and takes a fresh buffer otherwise.
-  virtual void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
+  // never changes bytes someone else still references. `data` is a slot's
+  // own head (its first 4 KiB at most, which the op's stamp is written
+  // into) and a body all slots share and nobody writes. The runner reuses
+  // a slot's head, as rados bench reuses its slot's buffer, only once the
+  // segment's use count says it is the sole holder, and takes a fresh one
+  // otherwise.
+  virtual void write(const std::string& oid, std::uint64_t off, const BufferList& data, bool alloc_hint,
                      std::uint64_t object_size, Done done) = 0;
   virtual void write_full(const std::string& oid, std::string data, Done done) = 0;
   virtual void read(const std::string& oid, std::uint64_t off, std::uint64_t len, ReadDone done) = 0;

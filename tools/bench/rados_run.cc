@@ -66,17 +66,15 @@ class RadosIO final : public rados::ObjectIO {
  public:
   RadosIO(siphon::rados::Objecter& o, std::int64_t pool) : o_(o), pool_(pool) {}
 
-  void write(const std::string& oid, std::uint64_t off, const BufferPtr& data, bool alloc_hint,
+  void write(const std::string& oid, std::uint64_t off, const BufferList& data, bool alloc_hint,
              std::uint64_t object_size, Done done) override {
     std::vector<siphon::rados::OsdOp> ops;
     if (alloc_hint)
       ops.push_back(siphon::rados::OsdOp::setallochint(object_size, data.length(), siphon::rados::kAllocHintBench));
-    // The runner's buffer by reference: the op (kept for resends) and the
+    // The runner's buffers by reference: the op (kept for resends) and the
     // message's data segment share it, as rados bench hands librados its
     // slot's buffer; the runner does not touch it while they hold it.
-    BufferList bl;
-    bl.append(data);
-    ops.push_back(siphon::rados::OsdOp::write(off, std::move(bl)));
+    ops.push_back(siphon::rados::OsdOp::write(off, data));
     submit(oid, std::move(ops), std::move(done));
   }
   void write_full(const std::string& oid, std::string data, Done done) override {
