@@ -94,7 +94,9 @@ def main():
         conf = os.path.join(tmp, "ceph.conf")
         with open(conf, "w") as f:
             f.write(f"[global]\nrun_dir = {tmp}\nms type = async+posix\nms async op threads = 2\n"
-                    "[osd.0]\npublic addr = v2:127.0.0.1:0\ncluster addr = v2:127.0.0.1:0\n")
+                    "[osd.0]\npublic addr = v2:127.0.0.1:0\ncluster addr = v2:127.0.0.1:0\n"
+                    # a kernel-chosen port, outside the 6800-7300 of the real OSDs other tests run
+                    "ms bind port min = 0\nms bind port max = 0\n")
         p, addr = start_objd(tmp, conf, "objd")
         sock = os.path.join(tmp, "ceph-osd.0.asok")
         check(os.path.exists(sock), f"no socket at $run_dir/$cluster-$name.asok = {sock}")
