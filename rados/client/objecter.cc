@@ -295,6 +295,17 @@ bool Objecter::calc_target_locked(Op& op) {
   return changed;
 }
 
+// Why the map holds `op` back (Ceph's Objecter: target.paused), or null.
+const char* Objecter::paused_by_locked(const Op& op) const {
+  if (!op.write) return (map_->flags & osdmap::kMapFlagPauseRd) ? "the cluster's pauserd flag is set" : nullptr;
+  if (map_->flags & osdmap::kMapFlagPauseWr) return "the cluster's pausewr flag is set";
+  if (map_->flags & osdmap::kMapFlagFull) return "the cluster's full flag is set";
+  const osdmap::Pool* p = map_->pool(op.pool);
+  if (p != nullptr && (p->flags & osdmap::kPoolFlagFull))
+    return (p->flags & osdmap::kPoolFlagFullQuota) ? "the pool is at its quota (full_quota)" : "the pool is full";
+  return nullptr;
+}
+
 void Objecter::send_op_locked(Op& op, std::vector<Done>& done) {
   op.in_flight = false;
   op.blocked = false;
@@ -309,6 +320,12 @@ void Objecter::send_op_locked(Op& op, std::vector<Done>& done) {
     r.message = fmt::format("pool {} does not exist in osdmap epoch {}: {}", op.pool, map_->epoch,
                             errno_text(-ENOENT));
     finish_locked(op.tid, std::move(r), done);
+    return;
+  }
+  if (const char* why = paused_by_locked(op)) {
+    op.note = fmt::format("paused: {} in osdmap epoch {} (the op goes out when a map clears it)", why,
+                          map_->epoch);
+    want_map_locked("an op is paused by the map's flags");
     return;
   }
   calc_target_locked(op);
@@ -684,6 +701,14 @@ void Objecter::tick_loop() {
       ++stats_.timeouts;
       OpResult r;
       r.result = -ETIMEDOUT;
+      if (!op.in_flight && op.note.starts_with("paused: ")) {
+        // Held back by the map, never sent: nothing for the OSD-side hint.
+        r.message = fmt::format("not sent within {:.0f} s: {} of object '{}' in pool {} is {}",
+                                seconds(opts_.op_timeout), op.write ? "a write" : "a read", op.oid, op.pool,
+                                op.note);
+        finish_locked(tid, std::move(r), done);
+        continue;
+      }
       r.message = fmt::format(
           "no reply within {:.0f} s for {} of object '{}' in pool {}: pg {}, {}, osdmap epoch {} "
           "(attempt {}); an OSD drops an op that is not for it without a word, so check `ceph osd map` "

@@ -15,6 +15,11 @@
 // primary (one lossy session per OSD), completed by the MOSDOpReply that
 // matches its tid and latest attempt. Success is only ever reported for a
 // reply the OSD sent after committing (ONDISK); an early ack is not a commit.
+// Paused, as Ceph's Objecter pauses it, while the map says so: a write while
+// the cluster has pausewr (or the old full flag) or its pool is full (FULL,
+// FULL_QUOTA), a read while pauserd. A paused op is not sent; the client
+// asks the mon for newer maps and sends it once a map clears the flag (or
+// op_timeout fails it, naming the flag).
 // Resent (same tid, attempt + 1, RETRY flag) when a new map changes the op's
 // PG, acting set or primary, when its session resets (the OSD drops a dead
 // client's ops), and when the OSD lifts a backoff (MOSDBackoff) covering it.
@@ -176,6 +181,7 @@ class Objecter final : private Dispatcher {
   void send_op_locked(Op& op, std::vector<Done>& done);
   Session* session_locked(std::int32_t osd);
   bool blocked_locked(const Session& s, const Op& op) const;
+  const char* paused_by_locked(const Op& op) const;
   void finish_locked(std::uint64_t tid, OpResult r, std::vector<Done>& done);
   void want_map_locked(const char* why);
   void tick_loop();

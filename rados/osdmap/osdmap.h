@@ -52,6 +52,8 @@ inline constexpr std::uint8_t kPoolReplicated = 1;
 inline constexpr std::uint8_t kPoolErasure = 3;
 // pg_pool_t::flags
 inline constexpr std::uint64_t kPoolFlagHashPsPool = 1u << 0;
+inline constexpr std::uint64_t kPoolFlagFull = 1u << 1;        // no writes: the pool is full
+inline constexpr std::uint64_t kPoolFlagFullQuota = 1u << 10;  // ... because of its quota
 
 // pg_pool_t, the fields a client uses (decoding stops after write_tier; the
 // rest of the struct is skipped by its length).
@@ -78,6 +80,11 @@ struct Pool {
   bool can_shift_osds() const noexcept { return type == kPoolReplicated; }
   void calc_masks() noexcept;
 };
+
+// OsdMap::flags (CEPH_OSDMAP_*) a client honours
+inline constexpr std::uint32_t kMapFlagFull = 1u << 1;     // deprecated since Mimic (pools carry it)
+inline constexpr std::uint32_t kMapFlagPauseRd = 1u << 2;  // ceph osd set pauserd
+inline constexpr std::uint32_t kMapFlagPauseWr = 1u << 3;  // ceph osd set pausewr
 
 // osd_state bits
 inline constexpr std::uint32_t kOsdExists = 1;

@@ -12,6 +12,9 @@ Cases (each prints PASS/FAIL):
     `rados stat` says ENOENT; create on an existing object: EEXIST;
   * a missing pool and a missing object: rados's message and exit status;
   * the EC pool: put/get through the primary shard;
+  * `ceph osd pause`: a put waits, and completes once `ceph osd unpause`
+    clears the flags; with --osd-op-timeout a put and a stat fail naming
+    pausewr and pauserd;
   * a frozen primary (SIGSTOP): the op fails after --osd-op-timeout with a
     message naming the PG, the OSD and the map epoch;
   * an OSD killed under writes in flight to it: each siphon-rados either
@@ -158,6 +161,35 @@ def main():
         rc3, _, err3 = siphon(c, "-p", "ec", "get", "ecobj", os.path.join(tmp, "ecout2"))
         check("EC pool put/get", rc == rc2 == rc3 == 0 and read(os.path.join(tmp, "ecout")) == data
               and read(os.path.join(tmp, "ecout2")) == data, f"{err.strip()} {err2.strip()} {err3.strip()}")
+
+        # --- `ceph osd pause` (pauserd, pausewr): a write waits while the map says so, as rados's
+        # does, then goes out ---
+        pin = os.path.join(tmp, "pin")
+        write(pin, b"written after the pause")
+        c.ceph("osd", "pause")
+        p = subprocess.Popen([SIPHON, "-c", c.conf, "--connect-timeout", "20", "-p", "rep", "put", "paused1", pin],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        time.sleep(5)
+        waited = p.poll() is None
+        c.ceph("osd", "unpause")
+        try:
+            _, perr = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, perr = p.communicate()
+        rc2, _, err2 = rados(c, "-p", "rep", "get", "paused1", os.path.join(tmp, "pout"))
+        check("osd pause: a put waits while the flag is set and completes once it is cleared",
+              waited and p.returncode == 0 and rc2 == 0 and read(os.path.join(tmp, "pout")) == b"written after the pause",
+              f"waited {waited}, rc {p.returncode} {perr.decode().strip()!r}, rados get {rc2} {err2.strip()!r}")
+        c.ceph("osd", "pause")
+        try:
+            rc, _, err = siphon(c, "--osd-op-timeout", "3", "-p", "rep", "put", "paused2", pin, timeout=60)
+            rc3, _, err3 = siphon(c, "--osd-op-timeout", "3", "-p", "rep", "stat", "paused1", timeout=60)
+        finally:
+            c.ceph("osd", "unpause")
+        check("osd pause: the op timeout names the flag (pausewr for a write, pauserd for a read)",
+              rc == 1 and "pausewr" in err and rc3 == 1 and "pauserd" in err3, f"put rc {rc} {err.strip()!r}, "
+              f"stat rc {rc3} {err3.strip()!r}")
 
         # --- a frozen primary: the timeout names the PG, the OSD and the epoch ---
         victim = up[0]
