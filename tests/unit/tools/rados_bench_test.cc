@@ -227,9 +227,11 @@ TEST(RadosBenchRun, WriteThenSeqThenRandThenCleanup) {
   EXPECT_EQ(c.str().rfind("Removed " + std::to_string(wr.ops) + " objects\n", 0), 0u) << c.str();
 }
 
-// After the first -t ops, which the driving thread issues, each completion
+// After the first ops, which the driving thread issues, each completion
 // issues the next op from the thread it completed on (the client's), so the
-// driving thread does not wake once per op.
+// driving thread does not wake once per op. The driving thread issues at
+// least the first op and at most -t: a completion that comes while it is
+// still filling the slots issues the next op itself.
 TEST(RadosBenchRun, CompletionsIssueTheNextOps) {
   FakeStore s;
   std::ostringstream w;
@@ -238,7 +240,8 @@ TEST(RadosBenchRun, CompletionsIssueTheNextOps) {
   const Result wr = run(s, o, w);
   ASSERT_EQ(wr.error, 0) << wr.error_message;
   EXPECT_GT(wr.ops, 10u * o.concurrency);
-  EXPECT_EQ(s.writes_off_worker_.load(), static_cast<int>(o.concurrency)) << wr.ops << " ops";
+  EXPECT_GE(s.writes_off_worker_.load(), 1) << wr.ops << " ops";
+  EXPECT_LE(s.writes_off_worker_.load(), static_cast<int>(o.concurrency)) << wr.ops << " ops";
   EXPECT_EQ(s.objects_.size(), wr.ops + 1);
   EXPECT_EQ(s.objects_.at("benchmark_data_vm_3583_object" + std::to_string(wr.ops - 1)), op_data(wr.ops - 1, 4096));
 }
