@@ -81,8 +81,12 @@ class Objd:
         self.tmp = tmp
         self.conf = os.path.join(tmp, "objd.conf")
         with open(self.conf, "w") as f:
+            # Port 0 with the range at 0: the kernel picks a free port
+            # outside Ceph's 6800-7300, where the real OSDs of the interop
+            # tests that ctest runs beside this one listen and are redialled
+            # after being killed (tests/unit/objd/objd-cephx.conf).
             f.write("[global]\nms type = async+posix\nauth cluster required = cephx\n"
-                    "auth service required = cephx\n")
+                    "auth service required = cephx\nms bind port min = 0\nms bind port max = 0\n")
         self.addr_file = os.path.join(tmp, "objd.addr")
         self.asok = os.path.join(tmp, "objd.asok")
         self.out_path, self.err_path = os.path.join(tmp, "objd.out"), os.path.join(tmp, "objd.err")
@@ -150,6 +154,8 @@ def main():
         # A monitor's address: nonce 0, as the CLI dials it from -m.
         m = re.fullmatch(r"v2:127\.0\.0\.1:(\d+)/0", objd.addr)
         expect(m, f"objd as mon.a should listen with nonce 0, got {objd.addr}")
+        expect(not 6800 <= int(m.group(1)) <= 7300,
+               f"objd should listen outside Ceph's OSD port range 6800-7300, got {objd.addr}")
         mon = f"v2:127.0.0.1:{m.group(1)}"
 
         def authenticated(mode, *extra):
