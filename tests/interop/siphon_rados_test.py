@@ -15,6 +15,11 @@ Cases (each prints PASS/FAIL):
   * `ceph osd pause`: a put waits, and completes once `ceph osd unpause`
     clears the flags; with --osd-op-timeout a put and a stat fail naming
     pausewr and pauserd;
+  * a full pool (`ceph osd set-full-ratio`, with the backfillfull and
+    nearfull ratios, under the OSDs' use: they report full and the mon sets
+    the pool's FULL flag): a put waits and completes
+    once the ratio is back, a put with --osd-op-timeout fails naming the
+    full pool, a stat goes through;
   * a frozen primary (SIGSTOP): the op fails after --osd-op-timeout with a
     message naming the PG, the OSD and the map epoch;
   * an OSD killed under writes in flight to it: each siphon-rados either
@@ -190,6 +195,56 @@ def main():
         check("osd pause: the op timeout names the flag (pausewr for a write, pauserd for a read)",
               rc == 1 and "pausewr" in err and rc3 == 1 and "pauserd" in err3, f"put rc {rc} {err.strip()!r}, "
               f"stat rc {rc3} {err3.strip()!r}")
+
+        # --- a full pool: the OSDs, measured against a full ratio lowered under their use, report
+        # themselves full and the mon sets the FULL flag of the pools on them; a write waits, as
+        # rados's does, a read does not, and the write goes out once the ratio is back ---
+        def pool_flags(name):
+            pools = json.loads(c.ceph("osd", "dump", "-f", "json")[1])["pools"]
+            return next(p["flags_names"] for p in pools if p["pool_name"] == name).split(",")
+
+        def wait_flag(name, present, timeout=90):
+            deadline = time.time() + timeout
+            while time.time() < deadline:
+                if ("full" in pool_flags(name)) == present:
+                    return True
+                time.sleep(0.5)
+            return False
+
+        fin = os.path.join(tmp, "fin")
+        write(fin, b"written once the pool had room again")
+        # The OSDs and the mon raise a full ratio that is under the backfillfull or nearfull ratio
+        # back up to it ("full ratio(s) out of order"), so all three go down, and back up after.
+        ratios = (("set-nearfull-ratio", "0.0006", "0.85"), ("set-backfillfull-ratio", "0.0008", "0.90"),
+                  ("set-full-ratio", "0.001", "0.95"))
+        for cmd, low, _ in ratios:
+            c.ceph("osd", cmd, low)
+        try:
+            flagged = wait_flag("rep", True)
+            p = subprocess.Popen([SIPHON, "-c", c.conf, "--connect-timeout", "20", "-p", "rep", "put", "full1",
+                                  fin], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            rc, _, err = siphon(c, "--osd-op-timeout", "3", "-p", "rep", "put", "full2", fin, timeout=60)
+            rc3, _, err3 = siphon(c, "--osd-op-timeout", "10", "-p", "rep", "stat", "paused1", timeout=60)
+            waited = p.poll() is None
+        finally:
+            for cmd, _, normal in reversed(ratios):
+                c.ceph("osd", cmd, normal)
+        cleared = wait_flag("rep", False)
+        try:
+            _, perr = p.communicate(timeout=90)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, perr = p.communicate()
+        rc2, _, err2 = rados(c, "-p", "rep", "get", "full1", os.path.join(tmp, "fout"))
+        check("full pool: the mon flags the pool full under a lowered full ratio, and clears it after",
+              flagged and cleared, f"flagged {flagged}, cleared {cleared}")
+        check("full pool: a write times out naming the full pool; a read goes through",
+              rc == 1 and "the pool is full" in err and rc3 == 0,
+              f"put rc {rc} {err.strip()!r}, stat rc {rc3} {err3.strip()!r}")
+        check("full pool: a put waits while the pool is full and completes once it has room",
+              waited and p.returncode == 0 and rc2 == 0
+              and read(os.path.join(tmp, "fout")) == b"written once the pool had room again",
+              f"waited {waited}, rc {p.returncode} {perr.decode().strip()!r}, rados get {rc2} {err2.strip()!r}")
 
         # --- a frozen primary: the timeout names the PG, the OSD and the epoch ---
         victim = up[0]
