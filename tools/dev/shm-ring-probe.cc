@@ -10,6 +10,7 @@
 //
 //   g++ -O2 -std=c++20 tools/dev/shm-ring-probe.cc -o /tmp/shm-ring-probe
 //   /tmp/shm-ring-probe shm 3; /tmp/shm-ring-probe tcp 3; /tmp/shm-ring-probe unix 3
+//   /tmp/shm-ring-probe MODE SECONDS WINDOW   # at most WINDOW messages unconsumed
 //
 // Prints messages per second, the CPU time of both processes per message,
 // their context switches per message and (shm) the wake-ups per message.
@@ -67,6 +68,12 @@ void kick(int fd) {
 int main(int argc, char** argv) {
   const std::string mode = argc > 1 ? argv[1] : "shm";
   const double secs = argc > 2 ? std::atof(argv[2]) : 3.0;
+  // The window: messages the writer may have sent that the reader has not
+  // consumed (shm: taken out of the ring; sockets: acknowledged by an
+  // 8-byte count the reader writes back after each read). 0 = the ring's
+  // 64 slots for shm, the socket buffers alone for the sockets.
+  const std::uint64_t window = argc > 3 ? std::strtoull(argv[3], nullptr, 10) : 0;
+  const std::uint64_t ring_window = window == 0 || window > kSlots ? kSlots : window;
   int res[2];
   (void)!pipe(res);
   static char src[kMsg], dst[1 << 16];
@@ -110,10 +117,10 @@ int main(int argc, char** argv) {
     while (std::chrono::steady_clock::now() < end) {
       for (int b = 0; b < 256; ++b) {
         const std::uint64_t t = s->tail.load(std::memory_order_relaxed);
-        while (t - s->head.load(std::memory_order_acquire) >= kSlots) {
+        while (t - s->head.load(std::memory_order_acquire) >= ring_window) {
           s->prod_sleep.store(1, std::memory_order_seq_cst);
           std::atomic_thread_fence(std::memory_order_seq_cst);
-          if (t - s->head.load(std::memory_order_seq_cst) >= kSlots) wait_efd(efd_space);
+          if (t - s->head.load(std::memory_order_seq_cst) >= ring_window) wait_efd(efd_space);
           s->prod_sleep.store(0, std::memory_order_relaxed);
         }
         std::memcpy(s->slots[t % kSlots], src, kMsg);
@@ -162,9 +169,15 @@ int main(int argc, char** argv) {
   const pid_t pid = fork();
   if (pid == 0) {
     close(fds[0]);
+    std::uint64_t bytes = 0;
     for (;;) {
       ssize_t r = read(fds[1], dst, sizeof dst);
       if (r <= 0) break;
+      bytes += static_cast<std::uint64_t>(r);
+      if (window != 0) {
+        const std::uint64_t done = bytes / kMsg;
+        (void)!write(fds[1], &done, sizeof done);
+      }
     }
     Usage u = usage();
     (void)!write(res[1], &u, sizeof u);
@@ -173,13 +186,20 @@ int main(int argc, char** argv) {
   close(fds[1]);
   const auto t0 = std::chrono::steady_clock::now();
   const auto end = t0 + std::chrono::duration<double>(secs);
-  std::uint64_t n = 0;
+  std::uint64_t n = 0, acked = 0;
   while (std::chrono::steady_clock::now() < end) {
     for (int b = 0; b < 256; ++b) {
+      while (window != 0 && n - acked >= window) {
+        std::uint64_t a[64];
+        const ssize_t r = read(fds[0], a, sizeof a);
+        if (r < static_cast<ssize_t>(sizeof a[0])) return 1;
+        acked = a[r / sizeof a[0] - 1];
+      }
       if (write(fds[0], src, kMsg) != static_cast<ssize_t>(kMsg)) return 1;
       ++n;
     }
   }
+  shutdown(fds[0], SHUT_WR);
   const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   close(fds[0]);
   Usage c{};
