@@ -57,6 +57,22 @@ def rados(c, *args, timeout=120):
     return run(["rados", "-c", c.conf, *args], check=False, timeout=timeout)
 
 
+def put_in_background(c, obj, path):
+    """A siphon-rados put left running (to be finished by finish())."""
+    return subprocess.Popen([SIPHON, "-c", c.conf, "--connect-timeout", "20", "-p", "rep", "put", obj, path],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def finish(p, timeout):
+    """Waits for a background siphon-rados (killed after `timeout` s); its stderr."""
+    try:
+        _, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        _, err = p.communicate()
+    return err.decode().strip()
+
+
 def wait_active(c, timeout=240):
     """Until one write to every PG of every pool succeeds (no mgr here, so no
     PG states to read): a probe object per PG, placed by siphon-ceph."""
@@ -172,20 +188,15 @@ def main():
         pin = os.path.join(tmp, "pin")
         write(pin, b"written after the pause")
         c.ceph("osd", "pause")
-        p = subprocess.Popen([SIPHON, "-c", c.conf, "--connect-timeout", "20", "-p", "rep", "put", "paused1", pin],
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = put_in_background(c, "paused1", pin)
         time.sleep(5)
         waited = p.poll() is None
         c.ceph("osd", "unpause")
-        try:
-            _, perr = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, perr = p.communicate()
+        perr = finish(p, 60)
         rc2, _, err2 = rados(c, "-p", "rep", "get", "paused1", os.path.join(tmp, "pout"))
         check("osd pause: a put waits while the flag is set and completes once it is cleared",
               waited and p.returncode == 0 and rc2 == 0 and read(os.path.join(tmp, "pout")) == b"written after the pause",
-              f"waited {waited}, rc {p.returncode} {perr.decode().strip()!r}, rados get {rc2} {err2.strip()!r}")
+              f"waited {waited}, rc {p.returncode} {perr!r}, rados get {rc2} {err2.strip()!r}")
         c.ceph("osd", "pause")
         try:
             rc, _, err = siphon(c, "--osd-op-timeout", "3", "-p", "rep", "put", "paused2", pin, timeout=60)
@@ -221,8 +232,7 @@ def main():
             c.ceph("osd", cmd, low)
         try:
             flagged = wait_flag("rep", True)
-            p = subprocess.Popen([SIPHON, "-c", c.conf, "--connect-timeout", "20", "-p", "rep", "put", "full1",
-                                  fin], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            p = put_in_background(c, "full1", fin)
             rc, _, err = siphon(c, "--osd-op-timeout", "3", "-p", "rep", "put", "full2", fin, timeout=60)
             rc3, _, err3 = siphon(c, "--osd-op-timeout", "10", "-p", "rep", "stat", "paused1", timeout=60)
             waited = p.poll() is None
@@ -230,11 +240,7 @@ def main():
             for cmd, _, normal in reversed(ratios):
                 c.ceph("osd", cmd, normal)
         cleared = wait_flag("rep", False)
-        try:
-            _, perr = p.communicate(timeout=90)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            _, perr = p.communicate()
+        perr = finish(p, 90)
         rc2, _, err2 = rados(c, "-p", "rep", "get", "full1", os.path.join(tmp, "fout"))
         check("full pool: the mon flags the pool full under a lowered full ratio, and clears it after",
               flagged and cleared, f"flagged {flagged}, cleared {cleared}")
@@ -244,7 +250,7 @@ def main():
         check("full pool: a put waits while the pool is full and completes once it has room",
               waited and p.returncode == 0 and rc2 == 0
               and read(os.path.join(tmp, "fout")) == b"written once the pool had room again",
-              f"waited {waited}, rc {p.returncode} {perr.decode().strip()!r}, rados get {rc2} {err2.strip()!r}")
+              f"waited {waited}, rc {p.returncode} {perr!r}, rados get {rc2} {err2.strip()!r}")
 
         # --- a frozen primary: the timeout names the PG, the OSD and the epoch ---
         victim = up[0]
