@@ -47,7 +47,7 @@ struct Counters {
   std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
       link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0}, same_host_reads{0},
-      same_host_refused{0}, cq_events_lost{0}, cq_events_late{0};
+      same_host_refused{0}, cq_events_lost{0}, cq_events_late{0}, shm_links{0}, shm_wakeups{0};
   std::atomic<std::uint64_t> device_removals{0};
   std::atomic<std::uint64_t> mrs_live{0}, qps_live{0}, contexts_live{0}, pds_live{0}, cqs_live{0},
       srqs_live{0}, mws_live{0}, cm_ids_live{0};  // gauges
@@ -90,6 +90,8 @@ class Handler {
  public:
   virtual ~Handler() = default;
   virtual void on_io(std::uint32_t events) = 0;
+  // Its second fd, added with Engine::add_wake_fd(), is readable.
+  virtual void on_wake() {}
   bool retired = false;
 };
 
@@ -121,6 +123,13 @@ class Engine {
 
   // ---- engine thread only
   std::error_code add_fd(int fd, Handler* h, std::uint32_t events) noexcept;
+  // An eventfd whose writes call h->on_wake() (edge-triggered: each write is
+  // an event, the counter is never read).
+  std::error_code add_wake_fd(int fd, Handler* h) noexcept;
+  // Same-host links with bytes read since the engine last slept: polled at
+  // every iteration, armed (and dropped) before it sleeps.
+  void shm_hot(Link* link);
+  void shm_forget(Link* link);
   void del_fd(int fd) noexcept;
   void retire(std::unique_ptr<Handler> h);
   void add_timer_client(TimerClient* c);
@@ -143,6 +152,8 @@ class Engine {
   void run_commands();
   void run_timers();
   void flush_tx();
+  void poll_shm();
+  bool arm_shm();  // true: a ring has bytes, do not sleep
 
   const SoftOptions& options_;
   Counters& counters_;
@@ -150,6 +161,7 @@ class Engine {
   int wakefd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+
   std::atomic<bool> link_down_{false};
   std::thread thread_;
   std::thread::id thread_id_;
@@ -170,6 +182,7 @@ class Engine {
   std::uint64_t next_timer_id_ = 1;
 
   std::vector<Link*> tx_pending_;
+  std::vector<Link*> shm_hot_;
   std::vector<std::unique_ptr<Handler>> retired_;
   std::unordered_set<Handler*> handlers_;  // registered and not yet retired
 };
@@ -368,26 +381,98 @@ struct Fabric {
 
 // ------------------------------------------------------------- links
 
-// A byte ring for one direction of a link.
+// A byte ring for one direction of a link. Private to the engine for a TCP
+// link (the fill side produces, write_out() consumes); on a same-host link
+// attach() moves it onto a ring shared with the peer process, whose engine
+// is then the other side (single producer, single consumer; the indices are
+// monotonic and published with release stores).
 class ByteRing {
  public:
-  explicit ByteRing(std::size_t cap) : buf_(new std::uint8_t[cap]), cap_(cap) {}
-  std::size_t size() const noexcept { return tail_ - head_; }
-  std::size_t space() const noexcept { return cap_ - size(); }
+  explicit ByteRing(std::size_t cap)
+      : own_(new std::uint8_t[cap]), buf_(own_.get()), cap_(cap), head_(&own_head_), tail_(&own_tail_) {}
+  void attach(std::uint8_t* buf, std::size_t cap, std::atomic<std::uint64_t>* head,
+              std::atomic<std::uint64_t>* tail) noexcept {
+    own_.reset();
+    buf_ = buf;
+    cap_ = cap;
+    head_ = head;
+    tail_ = tail;
+  }
+  // A shared ring's indices come from the peer: more than `capacity()`
+  // bytes means they were damaged (the reader refuses to read it).
+  std::size_t size() const noexcept {
+    return static_cast<std::size_t>(tail_->load(std::memory_order_acquire) -
+                                    head_->load(std::memory_order_acquire));
+  }
+  std::size_t space() const noexcept { return size() >= cap_ ? 0 : cap_ - size(); }
   void put(const void* p, std::size_t n) noexcept;
   // Reserves up to n contiguous bytes for writing in place; commit() after.
   std::span<std::uint8_t> reserve(std::size_t n) noexcept;
-  void commit(std::size_t n) noexcept { tail_ += n; }
-  // Readable bytes as up to two spans.
+  void commit(std::size_t n) noexcept {
+    tail_->store(tail_->load(std::memory_order_relaxed) + n, std::memory_order_release);
+  }
+  std::uint64_t tail() const noexcept { return tail_->load(std::memory_order_relaxed); }
+  // Readable bytes as up to two spans (none when the indices are damaged).
   std::size_t peek(std::span<const std::uint8_t> out[2]) const noexcept;
-  void consume(std::size_t n) noexcept { head_ += n; }
-  void clear() noexcept { head_ = tail_ = 0; }
+  void consume(std::size_t n) noexcept {
+    head_->store(head_->load(std::memory_order_relaxed) + n, std::memory_order_release);
+  }
   std::size_t capacity() const noexcept { return cap_; }
 
  private:
-  std::unique_ptr<std::uint8_t[]> buf_;
+  std::unique_ptr<std::uint8_t[]> own_;
+  std::uint8_t* buf_;
   std::size_t cap_;
-  std::size_t head_ = 0, tail_ = 0;  // monotonic
+  std::atomic<std::uint64_t> own_head_{0}, own_tail_{0};
+  std::atomic<std::uint64_t>* head_;
+  std::atomic<std::uint64_t>* tail_;
+};
+
+// Same-host rings (docs/rdma-provider.md, "Same-host rings"): the layout of
+// the memfd a responder offers in its HELLO_ACK. dir[0] carries requests
+// (requester to responder), dir[1] responses. The responder's eventfds,
+// fetched by the requester with pidfd_getfd, wake each side's engine.
+struct ShmDir {
+  alignas(64) std::atomic<std::uint64_t> tail{0};  // producer
+  alignas(64) std::atomic<std::uint64_t> head{0};  // consumer
+  // Dekker pairs: the consumer sets reader_armed before it sleeps and then
+  // looks at tail; the producer publishes tail, then clears an armed flag
+  // and wakes it. The same between a full ring's producer (writer_waiting)
+  // and the consumer's head.
+  alignas(64) std::atomic<std::uint32_t> reader_armed{0};
+  std::atomic<std::uint32_t> writer_waiting{0};
+};
+static_assert(std::atomic<std::uint64_t>::is_always_lock_free &&
+              std::atomic<std::uint32_t>::is_always_lock_free);
+
+struct ShmLayout {
+  static constexpr std::uint64_t kMagic = 0x5348534950484F4Eull;  // "NOHPISHS"
+  std::uint64_t magic;
+  std::uint64_t nonce;     // the responder's same-host probe value
+  std::uint32_t cap;       // bytes of each direction's data
+  std::int32_t efd_requester;  // in the responder's process: the requester's engine listens
+  std::int32_t efd_responder;  //   the responder's engine listens
+  ShmDir dir[2];
+};
+inline constexpr std::size_t kShmDataOffset = 4096;
+static_assert(sizeof(ShmLayout) <= kShmDataOffset);
+
+// One link's share of a same-host ring pair, in either process.
+struct ShmLink {
+  ShmLink() = default;
+  ShmLink(const ShmLink&) = delete;
+  ShmLink& operator=(const ShmLink&) = delete;
+  ~ShmLink();
+  void* base = nullptr;
+  std::size_t size = 0;
+  int memfd = -1;     // the responder's, until the requester answered
+  int my_efd = -1;    // this engine listens on it
+  int peer_efd = -1;  // wakes the peer's engine
+  ShmLayout* layout = nullptr;
+  ShmDir* tx = nullptr;
+  ShmDir* rx = nullptr;
+  std::uint8_t* tx_data = nullptr;
+  std::uint8_t* rx_data = nullptr;
 };
 
 // Where the payload of the message being received goes.
@@ -433,6 +518,12 @@ class Link final : public Handler {
   ~Link() override;
   std::error_code register_fd() noexcept;
   void on_io(std::uint32_t events) override;
+  void on_wake() override;  // same-host rings: bytes to read or room to write
+  // Same-host rings: reads what the peer wrote (engine poll), and arms the
+  // reader (false: bytes arrived meanwhile).
+  void drain_ring() noexcept;
+  bool arm_ring() noexcept;
+  bool shm_hot = false;  // in Engine::shm_hot_
 
   // Queues a whole message (header + small payload) if it fits and nothing
   // is being streamed.
@@ -441,6 +532,7 @@ class Link final : public Handler {
   // checked tx_space() >= sizeof(Header) and !tx_busy()).
   void start(const wire::Header& h, const TxSource& src) noexcept;
   bool tx_busy() const noexcept { return tx_left_ != 0; }
+  bool shm_active() const noexcept { return shm_on_; }
   std::size_t tx_space() const noexcept { return tx_.space(); }
   bool pump() noexcept;       // copies more of the streamed payload; true when done
   void flush() noexcept;      // fills from the owner and writes to the socket
@@ -472,31 +564,44 @@ class Link final : public Handler {
   // is edge-triggered, so later bytes raise a new event) and saves the
   // read() that would only return EAGAIN.
   void on_readable(std::uint32_t events);
-  void parse();
+  // Parses n bytes of the stream (all of them unless the link closes).
+  void feed(const std::uint8_t* p, std::size_t n, bool ring);
   bool begin_message();
   void deliver(const std::uint8_t* p, std::size_t n) noexcept;
   void maybe_corrupt(std::uint64_t at, std::size_t n) noexcept;  // FaultPlan::corrupt_data
   void message_done() noexcept;
   void on_hello();
   void on_hello_ack();
+  void probe_same_host(std::uint64_t want);  // sets same_host, peer_pid
   bool pull_read_response() noexcept;  // false: the copy failed, the link is closed
   bool write_out() noexcept;
   void protocol_error(const char* what);
+  // Same-host rings.
+  void offer_shm(wire::Header& reply) noexcept;  // responder, HELLO
+  bool attach_shm(int pid, int memfd, std::uint64_t nonce) noexcept;  // requester, HELLO_ACK
+  void on_shm_on();                              // responder, SHM_ON
+  void switch_to_shm() noexcept;
+  void flush_shm() noexcept;
+  void wake_peer_reader() noexcept;
 
   ByteRing tx_;
   std::uint32_t tx_left_ = 0;  // payload bytes of the streamed message not yet copied
   std::uint32_t tx_done_ = 0;
   std::unique_ptr<std::uint8_t[]> rx_;
   std::size_t rx_cap_;
-  std::size_t rx_have_ = 0;
   bool in_msg_ = false;        // the message being received
   wire::Header hdr_{};
+  std::size_t hdr_have_ = 0;   // bytes of hdr_ received
   std::uint32_t rx_left_ = 0;
   std::uint32_t rx_done_ = 0;
   RxSink sink_;
   std::vector<std::uint8_t> small_;  // control payloads (HELLO, CM) gathered here
   std::vector<iovec> iov_;           // same-host copies: the local SGEs
   Rng corrupt_rng_;                  // corrupt_data draws (engine thread)
+  std::unique_ptr<ShmLink> shm_;     // offered (responder) or attached
+  ByteRing rx_ring_{0};              // same-host: the peer's bytes
+  bool shm_on_ = false;              // bytes go through shm_, not the socket
+  std::uint64_t tx_signalled_ = 0;   // tx_.tail() when the peer was last told
 };
 
 // A listening socket; accepted sockets go to `on_accept`.

@@ -2,6 +2,7 @@
 // listeners, lazy timers, commands from user threads, QP doorbells.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -37,6 +38,8 @@ SoftCounters Counters::snapshot() const noexcept {
   s.same_host_reads = g(same_host_reads);
   s.same_host_refused = g(same_host_refused);
   s.device_removals = g(device_removals);
+  s.shm_links = g(shm_links);
+  s.shm_wakeups = g(shm_wakeups);
   s.mrs_live = g(mrs_live);
   s.qps_live = g(qps_live);
   s.contexts_live = g(contexts_live);
@@ -137,6 +140,48 @@ std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events) noexcep
   return {};
 }
 
+std::error_code Engine::add_wake_fd(int fd, Handler* h) noexcept {
+  epoll_event ev{};
+  ev.events = EPOLLIN | EPOLLET;
+  // Handlers are at least 2-aligned: the low bit tells on_wake from on_io.
+  ev.data.u64 = reinterpret_cast<std::uintptr_t>(h) | 1u;
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
+  handlers_.insert(h);
+  return {};
+}
+
+void Engine::shm_hot(Link* link) {
+  if (link->shm_hot) return;
+  link->shm_hot = true;
+  shm_hot_.push_back(link);
+}
+
+void Engine::shm_forget(Link* link) {
+  if (!link->shm_hot) return;
+  link->shm_hot = false;
+  shm_hot_.erase(std::find(shm_hot_.begin(), shm_hot_.end(), link));
+}
+
+void Engine::poll_shm() {
+  // drain_ring() may close a link (shm_forget edits the vector): by index.
+  for (std::size_t i = 0; i < shm_hot_.size(); ++i) shm_hot_[i]->drain_ring();
+}
+
+bool Engine::arm_shm() {
+  bool work = false;
+  std::size_t keep = 0;
+  for (Link* l : shm_hot_) {
+    if (!l->arm_ring()) {
+      work = true;
+      shm_hot_[keep++] = l;  // bytes arrived: polled at the next iteration
+    } else {
+      l->shm_hot = false;  // armed: its eventfd brings it back
+    }
+  }
+  shm_hot_.resize(keep);
+  return work;
+}
+
 void Engine::del_fd(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
 
 void Engine::set_link_down(bool down) {
@@ -228,9 +273,15 @@ void Engine::run() {
   TimePoint spin_until{};
   while (!stop_.load(std::memory_order_relaxed)) {
     now_ = Clock::now();
+    // The responses that the last events queued go out before a command
+    // runs: a user thread that saw a completion (and then destroys its QP,
+    // say) must not keep the ACK of the request that completion came from
+    // from the requester, as an adapter sends the ACK before the CQE.
+    flush_tx();
     run_commands();
     drain_doorbells();
     run_timers();
+    poll_shm();
     flush_tx();
     for (auto& h : retired_) h.reset();
     retired_.clear();
@@ -251,6 +302,7 @@ void Engine::run() {
         std::lock_guard lk(cmd_mu_);
         work = !cmds_.empty();
       }
+      if (!work) work = arm_shm();
       if (work) timeout_ns = 0;
     }
     timespec ts{};
@@ -270,13 +322,18 @@ void Engine::run() {
     if (n > 0 && options_.engine_spin_us != 0)
       spin_until = now_ + std::chrono::microseconds(options_.engine_spin_us);
     for (int i = 0; i < n; ++i) {
-      auto* h = static_cast<Handler*>(events[i].data.ptr);
+      const std::uint64_t raw = events[i].data.u64;
+      auto* h = reinterpret_cast<Handler*>(static_cast<std::uintptr_t>(raw & ~std::uint64_t{1}));
       if (h == nullptr) {
         std::uint64_t v;
         [[maybe_unused]] auto r = ::read(wakefd_, &v, sizeof v);
         continue;
       }
-      if (!h->retired) h->on_io(events[i].events);
+      if (h->retired) continue;
+      if ((raw & 1) != 0)
+        h->on_wake();
+      else
+        h->on_io(events[i].events);
     }
   }
   // Shutdown: run what is queued so no caller waits forever, then free every
@@ -543,20 +600,26 @@ void ByteRing::put(const void* p, std::size_t n) noexcept {
 }
 
 std::span<std::uint8_t> ByteRing::reserve(std::size_t n) noexcept {
-  const std::size_t off = tail_ % cap_;
+  const std::size_t off = static_cast<std::size_t>(tail_->load(std::memory_order_relaxed) % cap_);
   const std::size_t contiguous = std::min(cap_ - off, space());
-  return {buf_.get() + off, std::min(n, contiguous)};
+  return {buf_ + off, std::min(n, contiguous)};
 }
 
 std::size_t ByteRing::peek(std::span<const std::uint8_t> out[2]) const noexcept {
   const std::size_t sz = size();
-  if (sz == 0) return 0;
-  const std::size_t off = head_ % cap_;
+  if (sz == 0 || sz > cap_) return 0;
+  const std::size_t off = static_cast<std::size_t>(head_->load(std::memory_order_relaxed) % cap_);
   const std::size_t first = std::min(sz, cap_ - off);
-  out[0] = {buf_.get() + off, first};
+  out[0] = {buf_ + off, first};
   if (first == sz) return 1;
-  out[1] = {buf_.get(), sz - first};
+  out[1] = {buf_, sz - first};
   return 2;
+}
+
+ShmLink::~ShmLink() {
+  if (base != nullptr) ::munmap(base, size);
+  for (int fd : {memfd, my_efd, peer_efd})
+    if (fd >= 0) ::close(fd);
 }
 
 }  // namespace siphon::rdma::soft::detail

@@ -4,14 +4,19 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "msgr/base/error.h"
 #include "msgr/base/log.h"
@@ -198,15 +203,21 @@ void Link::on_io(std::uint32_t events) {
 void Link::on_readable(std::uint32_t events) {
   const bool hangup = (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
   while (state == State::open) {
-    const std::size_t room = rx_cap_ - rx_have_;
-    const ssize_t n = ::read(fd, rx_.get() + rx_have_, room);
+    // A same-host link's socket carries nothing after SHM_ON but its EOF.
+    std::uint8_t scratch[64];
+    std::uint8_t* buf = shm_on_ ? scratch : rx_.get();
+    const std::size_t room = shm_on_ ? sizeof scratch : rx_cap_;
+    const ssize_t n = ::read(fd, buf, room);
     if (n > 0) {
-      rx_have_ += static_cast<std::size_t>(n);
-      parse();
+      feed(buf, static_cast<std::size_t>(n), false);
       if (static_cast<std::size_t>(n) < room && !hangup) return;  // drained (see core.h)
       continue;
     }
     if (n == 0) {
+      // What the peer wrote to the rings before it closed is read first, as
+      // a socket would deliver it before its EOF.
+      drain_ring();
+      if (state != State::open) return;
       error = 0;
       close(true);
       return;
@@ -220,35 +231,41 @@ void Link::on_readable(std::uint32_t events) {
 }
 
 void Link::protocol_error(const char* what) {
-  SIPHON_LOG(rdma, 1, "soft: link protocol error ({}), closing", what);
+  SIPHON_LOG(rdma, 1, "soft: link protocol error ({}), closing (link kind {}, last header type {})", what,
+             static_cast<int>(kind), static_cast<int>(hdr_.type));
   error = EPROTO;
   close(true);
 }
 
-void Link::parse() {
+void Link::feed(const std::uint8_t* p, std::size_t n, bool ring) {
   std::size_t pos = 0;
   while (state == State::open) {
     if (!in_msg_) {
-      if (rx_have_ - pos < sizeof(wire::Header)) break;
-      std::memcpy(&hdr_, rx_.get() + pos, sizeof hdr_);
-      pos += sizeof hdr_;
+      if (pos == n) return;
+      if (shm_on_ && !ring) {
+        protocol_error("bytes on the socket of a same-host link");
+        return;
+      }
+      // A header may arrive in pieces (a ring wraps under it).
+      const std::size_t take = std::min(sizeof hdr_ - hdr_have_, n - pos);
+      std::memcpy(reinterpret_cast<std::uint8_t*>(&hdr_) + hdr_have_, p + pos, take);
+      hdr_have_ += take;
+      pos += take;
+      if (hdr_have_ < sizeof hdr_) return;
+      hdr_have_ = 0;
       if (!begin_message()) return;
     }
     if (rx_left_ != 0) {
-      const std::size_t n = std::min<std::size_t>(rx_left_, rx_have_ - pos);
-      deliver(rx_.get() + pos, n);
-      pos += n;
-      rx_left_ -= static_cast<std::uint32_t>(n);
-      rx_done_ += static_cast<std::uint32_t>(n);
-      if (rx_left_ != 0) break;
+      if (pos == n) return;
+      const std::size_t take = std::min<std::size_t>(rx_left_, n - pos);
+      deliver(p + pos, take);
+      pos += take;
+      rx_left_ -= static_cast<std::uint32_t>(take);
+      rx_done_ += static_cast<std::uint32_t>(take);
+      if (rx_left_ != 0) return;
     }
     in_msg_ = false;
     message_done();
-  }
-  if (state != State::open) return;
-  if (pos != 0) {
-    std::memmove(rx_.get(), rx_.get() + pos, rx_have_ - pos);
-    rx_have_ -= pos;
   }
 }
 
@@ -272,6 +289,8 @@ bool Link::begin_message() {
     case Kind::responder:
       if (qp == nullptr) {
         ok = t == wire::Type::hello;
+      } else if (t == wire::Type::shm_on) {
+        ok = shm_ != nullptr && !shm_on_;
       } else {
         ok = t == wire::Type::send || t == wire::Type::write || t == wire::Type::read;
         if (ok) sink_ = qp->on_request(*this, hdr_);
@@ -378,6 +397,9 @@ void Link::message_done() noexcept {
     case wire::Type::hello:
       on_hello();
       return;
+    case wire::Type::shm_on:
+      on_shm_on();
+      return;
     default:
       if (cm != nullptr) cm->on_link_message(*this, hdr_, small_);
       return;
@@ -417,6 +439,7 @@ void Link::on_hello() {
     reply.raddr = reinterpret_cast<std::uint64_t>(probe);
     reply.rkey = static_cast<std::uint32_t>(*probe);
     reply.reserved = static_cast<std::uint32_t>(*probe >> 32);
+    offer_shm(reply);
   }
   put(reply);
 }
@@ -428,10 +451,32 @@ void Link::on_hello() {
 // Yama's ptrace_scope) is logged once per fabric, since it is a setting the
 // user can change.
 void Link::on_hello_ack() {
+  const bool offered = (hdr_.flags & wire::kShmOffer) != 0;
+  const std::uint64_t nonce =
+      hdr_.rkey.value() | (static_cast<std::uint64_t>(hdr_.reserved.value()) << 32);
+  probe_same_host(nonce);
+  if (!offered) return;
+  // The responder made rings for this link: take them, or say no so that it
+  // frees them. The answer is the last byte on the socket either way.
+  const bool take = same_host && engine.options().same_host_rings &&
+                    attach_shm(peer_pid, static_cast<int>(hdr_.len.value()), nonce);
+  wire::Header h{};
+  h.type = static_cast<wire::u8>(wire::Type::shm_on);
+  h.code = take ? 1 : 0;
+  put(h);
+  flush_now();
+  if (!take || state != State::open) return;
+  if (tx_.size() != 0) {  // the socket did not take 32 bytes at once: cannot switch cleanly
+    error = EPROTO;
+    close(true);
+    return;
+  }
+  switch_to_shm();
+}
+
+void Link::probe_same_host(std::uint64_t want) {
   if (hdr_.code != wire::kHelloSameHost || !engine.options().same_host_copy) return;
   const int pid = static_cast<int>(hdr_.imm.value());
-  const std::uint64_t want =
-      hdr_.rkey.value() | (static_cast<std::uint64_t>(hdr_.reserved.value()) << 32);
   std::uint64_t got = 0;
   iovec local{&got, sizeof got};
   iovec remote{reinterpret_cast<void*>(hdr_.raddr.value()), sizeof got};
@@ -454,6 +499,239 @@ void Link::on_hello_ack() {
   }
   SIPHON_TRACE(rdma, "soft: peer pid {} is not a same-host process ({}), READs use the TCP link",
                pid, err != 0 ? std::strerror(err) : "probe mismatch");
+}
+
+// ------------------------------------------------------------- same-host rings
+//
+// A data link between two processes of one host moves its bytes off the TCP
+// socket onto two shared-memory rings (docs/rdma-provider.md, "Same-host
+// rings"). The protocol above is unchanged: the same headers and payloads,
+// in the same order, are produced by fill/pump and parsed by feed(); only
+// the bytes' path changes, from two copies and two syscalls per message
+// (sendmsg, read) to one copy in and one out, and an eventfd write only
+// when the peer's engine has armed the ring before sleeping.
+//
+//   responder                              requester
+//   HELLO        <-----------------------  (socket)
+//   memfd + 2 eventfds, HELLO_ACK          probe; pidfd_getfd the memfd and
+//   (kShmOffer, len = memfd) ------------> the eventfds named in it
+//                <-----------------------  SHM_ON (1 = take, 0 = decline)
+//   rings from here on                     rings from here on
+//
+// The socket stays open: its EOF or error is the peer's death, and closing
+// it is how this side tells the peer the link is gone.
+
+void Link::offer_shm(wire::Header& reply) noexcept {
+  if (!engine.options().same_host_rings || kind != Kind::responder || shm_ != nullptr) return;
+  auto s = std::make_unique<ShmLink>();
+  const std::size_t cap = engine.options().same_host_ring_bytes;
+  s->size = kShmDataOffset + 2 * cap;
+  s->memfd = ::memfd_create("siphon-soft-link", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (s->memfd < 0 || ::ftruncate(s->memfd, static_cast<off_t>(s->size)) != 0 ||
+      ::fcntl(s->memfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    SIPHON_TRACE(rdma, "soft: no same-host rings for this link (memfd: {})", std::strerror(errno));
+    return;
+  }
+  void* base = ::mmap(nullptr, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd, 0);
+  if (base == MAP_FAILED) {
+    SIPHON_TRACE(rdma, "soft: no same-host rings for this link (mmap: {})", std::strerror(errno));
+    return;
+  }
+  s->base = base;
+  s->my_efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  s->peer_efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (s->my_efd < 0 || s->peer_efd < 0) return;
+  auto* layout = new (base) ShmLayout{};
+  layout->magic = ShmLayout::kMagic;
+  layout->nonce = *same_host_probe();
+  layout->cap = static_cast<std::uint32_t>(cap);
+  layout->efd_requester = s->peer_efd;
+  layout->efd_responder = s->my_efd;
+  auto* data = static_cast<std::uint8_t*>(base) + kShmDataOffset;
+  s->layout = layout;
+  s->tx = &layout->dir[1];
+  s->rx = &layout->dir[0];
+  s->tx_data = data + cap;
+  s->rx_data = data;
+  reply.flags = static_cast<wire::u8>(reply.flags | wire::kShmOffer);
+  reply.len = static_cast<std::uint32_t>(s->memfd);
+  shm_ = std::move(s);
+}
+
+// Requester: fetches the offered memfd and eventfds from the responder's
+// process (pidfd_getfd needs the same ptrace permission the probe proved)
+// and checks what they hold before trusting it: sealed against shrinking
+// (no SIGBUS under us), the size its capacity implies, the probe's nonce.
+bool Link::attach_shm(int pid, int memfd, std::uint64_t nonce) noexcept {
+  const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd < 0) {
+    SIPHON_TRACE(rdma, "soft: pidfd_open({}): {}, no same-host rings", pid, std::strerror(errno));
+    return false;
+  }
+  auto getfd = [pidfd](int n) {
+    return n < 0 ? -1 : static_cast<int>(::syscall(SYS_pidfd_getfd, pidfd, n, 0));
+  };
+  auto s = std::make_unique<ShmLink>();
+  const char* why = nullptr;
+  s->memfd = getfd(memfd);
+  struct stat st {};
+  std::uint32_t cap = 0;
+  if (s->memfd < 0) {
+    why = "pidfd_getfd of its memfd";
+  } else if (::fstat(s->memfd, &st) != 0 || st.st_size < static_cast<off_t>(kShmDataOffset) ||
+             st.st_size > (off_t{1} << 32)) {
+    why = "the memfd's size";
+  } else if (const int seals = ::fcntl(s->memfd, F_GET_SEALS);
+             seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    why = "the memfd is not sealed";
+  } else {
+    s->size = static_cast<std::size_t>(st.st_size);
+    void* base = ::mmap(nullptr, s->size, PROT_READ | PROT_WRITE, MAP_SHARED, s->memfd, 0);
+    if (base == MAP_FAILED) {
+      why = "mmap";
+    } else {
+      s->base = base;
+      auto* layout = static_cast<ShmLayout*>(base);
+      cap = layout->cap;
+      if (layout->magic != ShmLayout::kMagic || layout->nonce != nonce || cap < 4096 ||
+          kShmDataOffset + 2 * std::size_t{cap} != s->size) {
+        why = "the memfd's layout";
+      } else {
+        s->my_efd = getfd(layout->efd_requester);
+        s->peer_efd = getfd(layout->efd_responder);
+        if (s->my_efd < 0 || s->peer_efd < 0) why = "pidfd_getfd of its eventfds";
+      }
+    }
+  }
+  const int err = errno;
+  ::close(pidfd);
+  if (why != nullptr) {
+    SIPHON_TRACE(rdma, "soft: no same-host rings with pid {} ({}: {})", pid, why, std::strerror(err));
+    return false;
+  }
+  ::close(s->memfd);
+  s->memfd = -1;
+  auto* layout = static_cast<ShmLayout*>(s->base);
+  auto* data = static_cast<std::uint8_t*>(s->base) + kShmDataOffset;
+  s->layout = layout;
+  s->tx = &layout->dir[0];
+  s->rx = &layout->dir[1];
+  s->tx_data = data;
+  s->rx_data = data + cap;
+  if (engine.add_wake_fd(s->my_efd, this)) return false;
+  shm_ = std::move(s);
+  return true;
+}
+
+// Responder: the requester's answer to the offer.
+void Link::on_shm_on() {
+  engine.want_tx(this);  // the responses held since the offer
+  if (hdr_.code != 1) {
+    shm_.reset();  // declined: the rings and the eventfds go
+    return;
+  }
+  if (tx_.size() != 0 || engine.add_wake_fd(shm_->my_efd, this)) {
+    protocol_error("cannot move to the same-host rings");
+    return;
+  }
+  ::close(shm_->memfd);
+  shm_->memfd = -1;
+  switch_to_shm();  // requests already in the ring are read at the next poll
+}
+
+void Link::switch_to_shm() noexcept {
+  const std::size_t cap = (shm_->size - kShmDataOffset) / 2;
+  tx_.attach(shm_->tx_data, cap, &shm_->tx->head, &shm_->tx->tail);
+  rx_ring_.attach(shm_->rx_data, cap, &shm_->rx->head, &shm_->rx->tail);
+  tx_signalled_ = tx_.tail();
+  shm_on_ = true;
+  if (kind == Kind::requester) Counters::bump(engine.counters().shm_links);  // once per link
+  engine.shm_hot(this);  // polled, then armed before the engine sleeps
+}
+
+void Link::on_wake() {
+  // The peer either wrote while this side was armed or made room in a ring
+  // this side waits on; the eventfd's counter is never read (edge-triggered).
+  drain_ring();
+  if (state == State::open && want_write) {
+    want_write = false;
+    engine.want_tx(this);
+  }
+}
+
+void Link::drain_ring() noexcept {
+  if (!shm_on_) return;
+  engine.shm_hot(this);
+  std::size_t budget = 2 * rx_ring_.capacity();  // then let the other links run
+  while (state == State::open) {
+    if (rx_ring_.size() > rx_ring_.capacity()) {
+      protocol_error("damaged same-host ring indices");
+      return;
+    }
+    std::span<const std::uint8_t> parts[2];
+    const std::size_t np = rx_ring_.peek(parts);
+    if (np == 0) return;
+    std::size_t total = 0;
+    for (std::size_t i = 0; i < np && state == State::open; ++i) {
+      feed(parts[i].data(), parts[i].size(), true);
+      total += parts[i].size();
+    }
+    if (state != State::open) return;
+    rx_ring_.consume(total);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    auto& waiting = shm_->rx->writer_waiting;
+    if (waiting.load(std::memory_order_relaxed) != 0 && waiting.exchange(0) != 0) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] auto w = ::write(shm_->peer_efd, &one, sizeof one);
+      Counters::bump(engine.counters().shm_wakeups);
+    }
+    if (total >= budget) return;
+    budget -= total;
+  }
+}
+
+bool Link::arm_ring() noexcept {
+  if (!shm_on_ || state != State::open) return true;
+  shm_->rx->reader_armed.store(1, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return rx_ring_.size() == 0;
+}
+
+void Link::wake_peer_reader() noexcept {
+  const std::uint64_t t = tx_.tail();
+  if (t == tx_signalled_) return;
+  tx_signalled_ = t;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  auto& armed = shm_->tx->reader_armed;
+  if (armed.load(std::memory_order_relaxed) != 0 && armed.exchange(0) != 0) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto w = ::write(shm_->peer_efd, &one, sizeof one);
+    Counters::bump(engine.counters().shm_wakeups);
+  }
+}
+
+void Link::flush_shm() noexcept {
+  for (int round = 0; round < 64 && state == State::open; ++round) {
+    if (tx_left_ != 0) pump();
+    if (tx_left_ == 0 && qp != nullptr) {
+      if (kind == Kind::requester)
+        qp->fill_requests(*this);
+      else if (kind == Kind::responder)
+        qp->fill_responses(*this);
+    }
+    if (state != State::open) return;
+    wake_peer_reader();
+    // Every fill needs a header's room: with that much left it stopped for
+    // want of work, not of room.
+    const std::size_t need = tx_left_ != 0 ? 1 : sizeof(wire::Header);
+    if (tx_left_ == 0 && tx_.space() >= need) return;
+    shm_->tx->writer_waiting.store(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (tx_.space() >= need) continue;  // the reader made room meanwhile
+    want_write = true;                  // its next consume wakes us
+    return;
+  }
+  engine.want_tx(this);
 }
 
 // Requester, a same-host READ_RESP: the responder checked the rkey, bounds
@@ -580,6 +858,10 @@ bool Link::pump() noexcept {
 }
 
 bool Link::write_out() noexcept {
+  if (shm_on_) {
+    wake_peer_reader();
+    return true;
+  }
   while (tx_.size() != 0) {
     std::span<const std::uint8_t> parts[2];
     const std::size_t np = tx_.peek(parts);
@@ -614,9 +896,15 @@ void Link::flush_now() noexcept {
 }
 
 void Link::flush() noexcept {
+  if (shm_on_) {
+    flush_shm();
+    return;
+  }
   for (int round = 0; round < 64 && state == State::open; ++round) {
     if (tx_left_ != 0) pump();
-    if (tx_left_ == 0 && qp != nullptr) {
+    // A responder that offered rings holds its responses until the answer:
+    // the requester, once it switches, reads nothing more from the socket.
+    if (tx_left_ == 0 && qp != nullptr && shm_ == nullptr) {
       if (kind == Kind::requester)
         qp->fill_requests(*this);
       else if (kind == Kind::responder)
@@ -635,6 +923,12 @@ void Link::close(bool notify) noexcept {
     engine.del_fd(fd);
     ::close(fd);
     fd = -1;
+  }
+  if (shm_ != nullptr) {
+    // The rings stay mapped until the link is deleted (the peer learns of
+    // the close from the socket); this side stops listening now.
+    if (shm_->my_efd >= 0) engine.del_fd(shm_->my_efd);
+    engine.shm_forget(this);
   }
   if (notify) {
     switch (kind) {

@@ -121,14 +121,18 @@ DeviceCore::DeviceCore(Fabric& f, unsigned i, const SoftOptions& o)
 }
 
 Fabric::Fabric(const SoftOptions& o) : options(o) {
-  // The environment can only turn the same-host copy off (a test or a user
-  // comparing the TCP link); any other value keeps the options' choice.
+  // The environment can only turn the same-host paths off (a test or a user
+  // comparing them); any other value keeps the options' choice. tcp: every
+  // byte on the TCP link; copy: the TCP link with READs copied same-host.
   if (const char* v = std::getenv("SIPHON_SOFT_LINK"); v != nullptr) {
     if (std::strcmp(v, "tcp") == 0)
-      options.same_host_copy = false;
+      options.same_host_copy = options.same_host_rings = false;
+    else if (std::strcmp(v, "copy") == 0)
+      options.same_host_rings = false;
     else if (std::strcmp(v, "auto") != 0 && v[0] != '\0')
-      SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_LINK={} ignored: use tcp or auto", v);
+      SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_LINK={} ignored: use tcp, copy or auto", v);
   }
+  if (!options.same_host_copy) options.same_host_rings = false;
   for (unsigned i = 0; i < o.device_count; ++i)
     devices.push_back(std::make_unique<DeviceCore>(*this, i, options));
   engine = std::make_unique<Engine>(options, counters);
@@ -646,6 +650,8 @@ std::unique_ptr<Provider> make_provider(const SoftOptions& o) {
   else if (o.active_mtu > o.max_mtu || o.max_mtu < Mtu::mtu256 || o.max_mtu > Mtu::mtu4096)
     bad = "active_mtu must not exceed max_mtu (256..4096)";
   else if (o.link_buffer_bytes < 4096) bad = "link_buffer_bytes must be at least 4096";
+  else if (o.same_host_ring_bytes < 4096 || o.same_host_ring_bytes > (64u << 20))
+    bad = "same_host_ring_bytes must be between 4096 and 64 MiB";
   else if (o.faults.fail_post.probability < 0 || o.faults.fail_post.probability > 1 ||
            o.faults.error_completion.probability < 0 || o.faults.error_completion.probability > 1 ||
            o.faults.qp_to_err.probability < 0 || o.faults.qp_to_err.probability > 1 ||

@@ -85,6 +85,15 @@ struct SoftOptions {
   // False (or SIPHON_SOFT_LINK=tcp in the environment) keeps every byte on
   // the TCP link. docs/rdma-provider.md, "Same-host copy".
   bool same_host_copy = true;
+  // Same-host rings: a data link whose two ends pass the same-host probe
+  // moves its bytes from the TCP socket to a pair of shared-memory rings
+  // (a memfd the responder makes and the requester fetches with
+  // pidfd_getfd), waking the peer engine through an eventfd only when it
+  // sleeps. The TCP socket stays open to notice the peer's death. Needs
+  // same_host_copy; SIPHON_SOFT_LINK=tcp or =copy in the environment turns
+  // it off. docs/rdma-provider.md, "Same-host rings".
+  bool same_host_rings = true;
+  std::uint32_t same_host_ring_bytes = 256 * 1024;  // per direction per link
   FaultPlan faults;
 };
 
@@ -109,6 +118,8 @@ struct SoftCounters {
   std::uint64_t same_host_reads = 0;    // READ responses copied with process_vm_readv
   std::uint64_t same_host_refused = 0;  // links whose probe the kernel refused (EPERM)
   std::uint64_t device_removals = 0;    // devices taken away by set_device_removed
+  std::uint64_t shm_links = 0;          // data links moved to same-host rings (counted by the requester)
+  std::uint64_t shm_wakeups = 0;        // eventfd writes that woke a ring's peer engine
   // Objects alive now (all devices): what a leak check compares, and what
   // proves a user released a removed device (all 0 once it has).
   std::uint64_t mrs_live = 0;

@@ -38,6 +38,9 @@ enum class Type : u8 {
   hello_ack = 21,    // code = kHelloSameHost: imm = pid, raddr = probe address,
                      // rkey | reserved << 32 = the probe's value
   hello_nak = 22,    // code = HelloNak
+  shm_on = 23,       // requester, after a HELLO_ACK with kShmOffer: code 1 = the
+                     // link's bytes move to the offered rings from the next
+                     // one on, 0 = declined (the responder frees them)
   // connection manager
   cm_req = 30,       // payload: CmConnect + private data
   cm_rep = 31,       // payload: CmConnect + private data
@@ -53,7 +56,10 @@ enum class Type : u8 {
 // response carries no payload: the requester copies the `len` bytes at the
 // READ's remote address with process_vm_readv (docs/rdma-provider.md,
 // "Same-host copy").
-enum Flags : u8 { kHasImm = 1u << 0, kSolicited = 1u << 1, kSameHost = 1u << 2 };
+// kShmOffer: on a HELLO_ACK, the responder offers same-host rings: `len` is
+// the number of the memfd that holds them in its process (docs/rdma-provider.md,
+// "Same-host rings").
+enum Flags : u8 { kHasImm = 1u << 0, kSolicited = 1u << 1, kSameHost = 1u << 2, kShmOffer = 1u << 3 };
 
 enum class NakCode : u8 {
   rnr = 1,             // no receive posted; retry after rnr_timer

@@ -1,7 +1,9 @@
 // The soft fabric's same-host copy (docs/rdma-provider.md, "Same-host
 // copy"): READ responses copied with process_vm_readv between processes of
 // one host, with the responder's access checks, and the TCP link whenever
-// the copy is off, refused by the kernel, or fails.
+// the copy is off, refused by the kernel, or fails. And its same-host rings
+// ("Same-host rings"): a link's bytes through shared memory instead of the
+// socket, under the same conditions.
 //
 // The two-process tests fork before any provider exists in the child: the
 // child is the responder (its memory is what the READs copy), the parent the
@@ -205,6 +207,98 @@ TEST(SoftSameHost, WrongRkeyIsARemoteAccessError) {
 
 // ---------------------------------------------------------------- two processes
 
+// Same-host rings (docs/rdma-provider.md, "Same-host rings"): SENDs of
+// every size from 1 byte to three times a 4 KiB ring, so payloads stream
+// through the ring in pieces, headers straddle its wrap and a full ring
+// makes the writer wait for the reader. All arrive, once, in order, intact;
+// READs and their ACKs share the rings; both links moved to them.
+TEST(SoftSameHostRings, SendsOfEverySizeCrossTheRingsInOrder) {
+  SoftOptions o;
+  o.same_host_ring_bytes = 4096;
+  Local p{o};
+  constexpr std::uint32_t kSends = 240;
+  constexpr std::size_t kSlot = 16384;  // B's receive buffers, in its MR
+  auto size_of = [](std::uint32_t i) { return 1 + (i * 2654435761u) % 12288; };
+  std::size_t total = 0;
+  for (std::uint32_t round = 0; round < 2; ++round) {
+    // 120 receives on B, 120 SENDs from A's memory at a moving offset.
+    std::vector<Sge> rsg(kSends / 2);
+    std::vector<RecvWr> recvs(kSends / 2);
+    for (std::uint32_t k = 0; k < kSends / 2; ++k) {
+      rsg[k] = Sge{reinterpret_cast<std::uint64_t>(p.b.mem.data()) + k * kSlot, kSlot, p.b.mr->lkey()};
+      recvs[k] = RecvWr{k, &rsg[k], 1};
+    }
+    ASSERT_FALSE(p.b.qp->post_recv(recvs, nullptr));
+    for (std::uint32_t k = 0; k < kSends / 2; ++k) {
+      const std::uint32_t i = round * (kSends / 2) + k;
+      const std::size_t off = static_cast<std::size_t>(i) * 12289;  // apart: copied when sent
+      for (std::size_t j = 0; j < size_of(i); ++j) p.a.mem[off + j] = pattern(off + j + i);
+      Sge sg{reinterpret_cast<std::uint64_t>(p.a.mem.data()) + off, size_of(i), p.a.mr->lkey()};
+      SendWr w;
+      w.wr_id = i;
+      w.opcode = Opcode::send_with_imm;
+      w.imm_data = i;
+      w.flags = kSignaled;
+      w.sg_list = &sg;
+      w.num_sge = 1;
+      ASSERT_FALSE(p.a.qp->post_send({&w, 1}, nullptr)) << i;
+      // A's sends and B's receives share their CQs with nothing else here:
+      // drain A's send completions as they come so its queue never fills.
+      if (k % 32 == 31) {
+        ASSERT_EQ(p.a.poll(32).size(), 32u);
+      }
+    }
+    ASSERT_EQ(p.a.poll((kSends / 2) % 32).size(), (kSends / 2) % 32);
+    auto got = p.b.poll(kSends / 2);
+    ASSERT_EQ(got.size(), kSends / 2);
+    for (std::uint32_t k = 0; k < kSends / 2; ++k) {
+      const std::uint32_t i = round * (kSends / 2) + k;
+      const std::size_t off = static_cast<std::size_t>(i) * 12289;  // apart: copied when sent
+      ASSERT_EQ(got[k].status, WcStatus::success) << i;
+      ASSERT_EQ(got[k].imm_data, i) << "out of order";
+      ASSERT_EQ(got[k].byte_len, size_of(i));
+      const std::uint8_t* at = p.b.mem.data() + got[k].wr_id * kSlot;
+      for (std::size_t j = 0; j < size_of(i); ++j)
+        ASSERT_EQ(at[j], pattern(off + j + i)) << "SEND " << i << " byte " << j;
+      total += size_of(i);
+    }
+    // B's memory is overwritten by the receives: put the READ pattern back.
+    for (std::size_t j = 0; j < kMem; ++j) p.b.mem[j] = pattern(j);
+    ASSERT_EQ(p.read(1000 + round, 70001, 65536), WcStatus::success);
+    EXPECT_TRUE(p.placed(70001, 65536));
+  }
+  const auto c = *counters(*p.a.prov);
+  EXPECT_EQ(c.shm_links, 1u) << "A's requester link (A's provider; B sends nothing)";
+  EXPECT_GT(c.shm_wakeups, 0u);
+  EXPECT_GE(total, 12 * o.same_host_ring_bytes) << "the sizes did not cycle the ring";
+}
+
+// SIPHON_SOFT_LINK=copy, and the option, keep the socket (READs are still
+// copied); tcp turns both off.
+TEST(SoftSameHostRings, CopyAndTheOptionKeepTheSocket) {
+  SoftOptions no_rings;
+  no_rings.same_host_rings = false;
+  for (const char* env : {static_cast<const char*>("copy"), static_cast<const char*>(nullptr)}) {
+    if (env != nullptr) ::setenv("SIPHON_SOFT_LINK", env, 1);
+    std::optional<Local> p;
+    p.emplace(env != nullptr ? SoftOptions{} : no_rings);
+    ::unsetenv("SIPHON_SOFT_LINK");
+    for (std::uint64_t i = 1; i <= 4; ++i) {
+      ASSERT_EQ(p->read(i, i * 1000, 65536), WcStatus::success);
+      EXPECT_TRUE(p->placed(i * 1000, 65536));
+    }
+    EXPECT_EQ(counters(*p->a.prov)->shm_links, 0u) << (env != nullptr ? env : "option");
+    EXPECT_GE(counters(*p->a.prov)->same_host_reads, 3u);
+  }
+  ::setenv("SIPHON_SOFT_LINK", "tcp", 1);
+  std::optional<Local> p;
+  p.emplace(SoftOptions{});
+  ::unsetenv("SIPHON_SOFT_LINK");
+  ASSERT_EQ(p->read(1, 1000, 65536), WcStatus::success);
+  EXPECT_EQ(counters(*p->a.prov)->shm_links, 0u);
+  EXPECT_EQ(counters(*p->a.prov)->same_host_reads, 0u);
+}
+
 struct Wire {  // what the child (responder) tells the parent
   std::uint32_t qpn;
   std::uint32_t rkey;
@@ -325,6 +419,8 @@ TEST(SoftSameHostProcess, ReadsFromAnotherProcessAreCopied) {
       ASSERT_EQ(r.a.mem[k], pattern(off + k)) << "READ " << i << " byte " << k;
   }
   EXPECT_GE(counters(*r.a.prov)->same_host_reads, 7u);
+  EXPECT_EQ(counters(*r.a.prov)->shm_links, 1u) << "the link to the other process uses the rings";
+  EXPECT_GT(counters(*r.a.prov)->shm_wakeups, 0u);
 }
 
 TEST(SoftSameHostProcess, RefusedByTheKernelFallsBackToTcp) {
@@ -339,6 +435,7 @@ TEST(SoftSameHostProcess, RefusedByTheKernelFallsBackToTcp) {
   }
   EXPECT_EQ(counters(*r.a.prov)->same_host_reads, 0u);
   EXPECT_EQ(counters(*r.a.prov)->same_host_refused, 1u);
+  EXPECT_EQ(counters(*r.a.prov)->shm_links, 0u) << "no rings without the probe";
 }
 
 TEST(SoftSameHostProcess, APeerDyingMidTransferFailsTheReadsCleanly) {
@@ -347,6 +444,7 @@ TEST(SoftSameHostProcess, APeerDyingMidTransferFailsTheReadsCleanly) {
   ASSERT_EQ(r.read(1, 0, 4096), WcStatus::success);
   ASSERT_EQ(r.read(2, 0, 4096), WcStatus::success);
   ASSERT_GE(counters(*r.a.prov)->same_host_reads, 1u);
+  ASSERT_EQ(counters(*r.a.prov)->shm_links, 1u);  // requests and responses on the rings
   // 200 READs of 1 MiB in flight (16 at a time on the wire), then the
   // responder is killed: every WR completes, in order (the successes first),
   // the rest with an error, the QP in ERR, and nothing hangs or crashes.
