@@ -129,8 +129,10 @@ Fabric::Fabric(const SoftOptions& o) : options(o) {
       options.same_host_copy = options.same_host_rings = false;
     else if (std::strcmp(v, "copy") == 0)
       options.same_host_rings = false;
+    else if (std::strcmp(v, "rings") == 0)
+      options.same_host_rings = true;
     else if (std::strcmp(v, "auto") != 0 && v[0] != '\0')
-      SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_LINK={} ignored: use tcp, copy or auto", v);
+      SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_LINK={} ignored: use tcp, copy, rings or auto", v);
   }
   if (!options.same_host_copy) options.same_host_rings = false;
   for (unsigned i = 0; i < o.device_count; ++i)

@@ -91,8 +91,8 @@ struct SoftOptions {
   // pidfd_getfd), waking the peer engine through an eventfd only when it
   // sleeps. The TCP socket stays open to notice the peer's death. Needs
   // same_host_copy; SIPHON_SOFT_LINK=tcp or =copy in the environment turns
-  // it off. docs/rdma-provider.md, "Same-host rings".
-  bool same_host_rings = true;
+  // it off; SIPHON_SOFT_LINK=rings turns it on. docs/rdma-provider.md, "Same-host rings".
+  bool same_host_rings = false;  // opt-in until its CI flake is understood (issue 14 note)
   std::uint32_t same_host_ring_bytes = 256 * 1024;  // per direction per link
   FaultPlan faults;
 };

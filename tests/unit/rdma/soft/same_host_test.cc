@@ -38,6 +38,14 @@ constexpr std::size_t kMem = 4u << 20;
 // the whole run (docs/testing.md) is not theirs to follow.
 const bool kEnvCleared = (::unsetenv("SIPHON_SOFT_LINK"), true);
 
+// The same-host rings are opt-in (SoftOptions::same_host_rings): the
+// forked-responder cases run with them.
+SoftOptions rings_on() {
+  SoftOptions o;
+  o.same_host_rings = true;
+  return o;
+}
+
 // One adapter's side: device, PD, CQ, one RC QP and one MR over `mem`.
 struct Side {
   std::unique_ptr<Provider> prov;
@@ -50,7 +58,7 @@ struct Side {
   Gid gid{};
   std::uint8_t gid_index = 0;
 
-  explicit Side(const SoftOptions& o = {}) {
+  explicit Side(const SoftOptions& o = rings_on()) {
     prov = make_provider(o);
     std::error_code ec;
     dev = prov->open_device("soft0", ec);
@@ -214,6 +222,7 @@ TEST(SoftSameHost, WrongRkeyIsARemoteAccessError) {
 // READs and their ACKs share the rings; both links moved to them.
 TEST(SoftSameHostRings, SendsOfEverySizeCrossTheRingsInOrder) {
   SoftOptions o;
+  o.same_host_rings = true;
   o.same_host_ring_bytes = 4096;
   Local p{o};
   constexpr std::uint32_t kSends = 240;
@@ -281,7 +290,7 @@ TEST(SoftSameHostRings, CopyAndTheOptionKeepTheSocket) {
   for (const char* env : {static_cast<const char*>("copy"), static_cast<const char*>(nullptr)}) {
     if (env != nullptr) ::setenv("SIPHON_SOFT_LINK", env, 1);
     std::optional<Local> p;
-    p.emplace(env != nullptr ? SoftOptions{} : no_rings);
+    p.emplace(env != nullptr ? rings_on() : no_rings);
     ::unsetenv("SIPHON_SOFT_LINK");
     for (std::uint64_t i = 1; i <= 4; ++i) {
       ASSERT_EQ(p->read(i, i * 1000, 65536), WcStatus::success);
@@ -292,7 +301,7 @@ TEST(SoftSameHostRings, CopyAndTheOptionKeepTheSocket) {
   }
   ::setenv("SIPHON_SOFT_LINK", "tcp", 1);
   std::optional<Local> p;
-  p.emplace(SoftOptions{});
+  p.emplace(rings_on());
   ::unsetenv("SIPHON_SOFT_LINK");
   ASSERT_EQ(p->read(1, 1000, 65536), WcStatus::success);
   EXPECT_EQ(counters(*p->a.prov)->shm_links, 0u);
