@@ -376,11 +376,19 @@ NetAddress local_ipv4(Provider& prov, const Options& o) {
   if (!dev) die("open_device: " + ec.message());
   std::vector<GidEntry> gids;
   dev->query_gids(1, gids);
+  // IPv4-mapped (::ffff:a.b.c.d): ten zero bytes first. Testing only bytes
+  // 10 and 11 also took an EUI-64 link-local GID whose MAC had 0xff as its
+  // third byte (fe80::xxxx:xxff:fexx:xxxx), 1 guest in 256 with a random MAC.
+  auto v4 = [](const GidEntry& g) {
+    for (int i = 0; i < 10; ++i)
+      if (g.gid[i] != 0) return false;
+    return g.gid[10] == 0xff && g.gid[11] == 0xff;
+  };
   const GidEntry* pick = nullptr;
   for (const auto& g : gids)
-    if (g.gid[10] == 0xff && g.gid[11] == 0xff && g.gid[12] == 127) pick = &g;
+    if (v4(g) && g.gid[12] == 127) pick = &g;
   for (const auto& g : gids)
-    if (pick == nullptr && g.gid[10] == 0xff && g.gid[11] == 0xff) pick = &g;
+    if (pick == nullptr && v4(g)) pick = &g;
   if (pick == nullptr) die("device has no IPv4 GID");
   return NetAddress::ipv4(static_cast<std::uint32_t>(pick->gid[12]) << 24 | pick->gid[13] << 16 |
                               pick->gid[14] << 8 | pick->gid[15],
