@@ -583,6 +583,7 @@ class Link final : public Handler {
   void switch_to_shm() noexcept;
   void flush_shm() noexcept;
   void wake_peer_reader() noexcept;
+  void wake_peer_if(std::atomic<std::uint32_t>& flag) noexcept;
 
   ByteRing tx_;
   std::uint32_t tx_left_ = 0;  // payload bytes of the streamed message not yet copied

@@ -680,11 +680,7 @@ void Link::drain_ring() noexcept {
     rx_ring_.consume(total);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     auto& waiting = shm_->rx->writer_waiting;
-    if (waiting.load(std::memory_order_relaxed) != 0 && waiting.exchange(0) != 0) {
-      const std::uint64_t one = 1;
-      [[maybe_unused]] auto w = ::write(shm_->peer_efd, &one, sizeof one);
-      Counters::bump(engine.counters().shm_wakeups);
-    }
+    wake_peer_if(waiting);
     if (total >= budget) return;
     budget -= total;
   }
@@ -697,17 +693,21 @@ bool Link::arm_ring() noexcept {
   return rx_ring_.size() == 0;
 }
 
+// Clears `flag` if the peer set it and writes the peer's eventfd.
+void Link::wake_peer_if(std::atomic<std::uint32_t>& flag) noexcept {
+  if (flag.load(std::memory_order_relaxed) == 0 || flag.exchange(0) == 0) return;
+  const std::uint64_t one = 1;
+  [[maybe_unused]] auto w = ::write(shm_->peer_efd, &one, sizeof one);
+  Counters::bump(engine.counters().shm_wakeups);
+}
+
 void Link::wake_peer_reader() noexcept {
   const std::uint64_t t = tx_.tail();
   if (t == tx_signalled_) return;
   tx_signalled_ = t;
   std::atomic_thread_fence(std::memory_order_seq_cst);
   auto& armed = shm_->tx->reader_armed;
-  if (armed.load(std::memory_order_relaxed) != 0 && armed.exchange(0) != 0) {
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto w = ::write(shm_->peer_efd, &one, sizeof one);
-    Counters::bump(engine.counters().shm_wakeups);
-  }
+  wake_peer_if(armed);
 }
 
 void Link::flush_shm() noexcept {
