@@ -8,6 +8,7 @@
 // over a HostileLink, so the same attacks run on both stacks.
 #pragma once
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -56,6 +57,9 @@ class HostileLink {
     }
     return false;
   }
+  // Why the link died or a send failed (empty: no failure seen), for the
+  // failure messages of the tests.
+  virtual std::string why() const { return {}; }
 };
 
 // --- TCP ------------------------------------------------------------------------
@@ -182,13 +186,18 @@ class RdmaLink final : public HostileLink {
 
   bool post_send_and_wait(std::uint32_t bytes) {
     send_done_ = false;
-    if (peer_.post_send(0, bytes, kSendId)) return ok_ = false;
+    if (const auto ec = peer_.post_send(0, bytes, kSendId)) return fail("post_send: " + ec.message());
     const auto end = std::chrono::steady_clock::now() + 20s;
     while (!send_done_ && std::chrono::steady_clock::now() < end) {
       if (!progress()) return false;
       if (!send_done_) std::this_thread::sleep_for(50us);
     }
+    if (ok_ && !send_done_) why_ = "no send completion within 20 s";
     return ok_ && send_done_;
+  }
+  bool fail(std::string why) {
+    if (why_.empty()) why_ = std::move(why);
+    return ok_ = false;
   }
   // Processes completions and CM events; false once the connection is dead.
   bool progress() {
@@ -196,11 +205,12 @@ class RdmaLink final : public HostileLink {
     if (!ok_) return false;
     CmEvent ev;
     while (peer_.channel().get_event(ev))
-      if (ev.type == CmEventType::disconnected) return ok_ = false;
+      if (ev.type == CmEventType::disconnected) return fail("disconnected (CM event)");
     Wc wc[32];
     const std::size_t n = peer_.cq().poll(wc);
     for (std::size_t i = 0; i < n; ++i) {
-      if (wc[i].status != WcStatus::success) return ok_ = false;
+      if (wc[i].status != WcStatus::success)
+        return fail(fmt::format("completion of wr_id {:#x}: {}", wc[i].wr_id, rdma::to_string(wc[i].status)));
       if (wc[i].wr_id == kSendId) {
         send_done_ = true;
         continue;
@@ -212,10 +222,11 @@ class RdmaLink final : public HostileLink {
       const auto slot = static_cast<std::uint32_t>(wc[i].wr_id);
       const std::uint8_t* p = peer_.slot_data(slot);
       SendHeader h;
-      if (SendHeader::decode({p, wc[i].byte_len}, h)) return ok_ = false;
+      if (const auto ec = SendHeader::decode({p, wc[i].byte_len}, h))
+        return fail("a SEND from the server did not decode: " + ec.message());
       credits_ += h.credits_returned;
       if (h.type == SendType::stream) rx_.append(reinterpret_cast<const char*>(p + SendHeader::kSize), h.length);
-      if (peer_.post_recv(slot)) return ok_ = false;
+      if (const auto ec = peer_.post_recv(slot)) return fail("post_recv: " + ec.message());
       if (h.type != SendType::credit_update) ++owed_;
     }
     // Give credits back explicitly when half a window is owed (as the stack
@@ -225,13 +236,17 @@ class RdmaLink final : public HostileLink {
       h.type = SendType::credit_update;
       h.credits_returned = static_cast<std::uint16_t>(std::exchange(owed_, 0));
       h.encode(peer_.at(kSendArea));
-      if (peer_.post_send(kSendArea, static_cast<std::uint32_t>(SendHeader::kSize), kUpdateId)) return ok_ = false;
+      if (const auto ec = peer_.post_send(kSendArea, static_cast<std::uint32_t>(SendHeader::kSize), kUpdateId))
+        return fail("post_send (credit update): " + ec.message());
       update_inflight_ = true;
     }
     return ok_;
   }
 
+  std::string why() const override { return why_; }
+
   RawRcPeer peer_;
+  std::string why_;
   std::uint32_t credits_ = 0, owed_ = 0;
   bool ok_ = false, send_done_ = false, update_inflight_ = false;
   std::string rx_;
@@ -274,7 +289,7 @@ class RawClient {
 
   // Sends our banner and reads the server's.
   ::testing::AssertionResult exchange_banners() {
-    if (!send(banner())) return ::testing::AssertionFailure() << "banner not sent";
+    if (!send(banner())) return ::testing::AssertionFailure() << "banner not sent: " << link_->why();
     const auto end = std::chrono::steady_clock::now() + 20s;
     while (std::chrono::steady_clock::now() < end) {
       const BufferList bl = BufferList::copy_of(rx_);
