@@ -6,12 +6,14 @@
 // policy of plan_polling(): 0 = no spinning); then arm the CQ, poll once more
 // to close the race with a completion that arrived before arming, and wait
 // for the channel fd through Asio.
+#include <pthread.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <array>
+#include <string>
 #include <utility>
 
 #include "msgr/base/error.h"
@@ -157,6 +159,8 @@ void RdmaWorker::start() {
   if (thread_.joinable()) return;  // already running
   guard_.emplace(io_.get_executor());
   thread_ = std::thread([this] {
+    const std::string name = fmt::format("siphon-rdma-{}", index_);
+    ::pthread_setname_np(::pthread_self(), name.c_str());
     boost::asio::post(io_, [this] { wait_cq(); });
     io_.run();
   });
