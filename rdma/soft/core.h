@@ -588,7 +588,7 @@ class Link final : public Handler {
   ByteRing tx_;
   std::uint32_t tx_left_ = 0;  // payload bytes of the streamed message not yet copied
   std::uint32_t tx_done_ = 0;
-  std::unique_ptr<std::uint8_t[]> rx_;
+  std::unique_ptr<std::uint8_t[]> rx_;  // socket reads; freed once on the same-host rings
   std::size_t rx_cap_;
   bool in_msg_ = false;        // the message being received
   wire::Header hdr_{};

@@ -210,6 +210,9 @@ void Link::on_readable(std::uint32_t events) {
     const ssize_t n = ::read(fd, buf, room);
     if (n > 0) {
       feed(buf, static_cast<std::size_t>(n), false);
+      // The switch to the rings happened inside that parse of rx_: its
+      // buffer is free now, and the socket never needs it again.
+      if (shm_on_ && rx_ != nullptr) rx_.reset();
       if (static_cast<std::size_t>(n) < room && !hangup) return;  // drained (see core.h)
       continue;
     }
