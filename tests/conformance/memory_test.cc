@@ -24,6 +24,18 @@ long rss_kib() {
   return pages_rss * (::sysconf(_SC_PAGESIZE) / 1024);
 }
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
 TEST(SoftMemory, TenMillionOperationsDoNotGrowRss) {
   std::uint64_t total = 10'000'000;
   if (const char* v = std::getenv("SIPHON_MEMTEST_OPS")) total = std::strtoull(v, nullptr, 10);
@@ -102,7 +114,13 @@ TEST(SoftMemory, TenMillionOperationsDoNotGrowRss) {
   std::vector<Wc> wc(1024);
   std::uint64_t ops = 0;
   long rss_warm = 0, rss_peak = 0;
-  const std::uint64_t warm = std::min<std::uint64_t>(total / 10, 1'000'000);
+  // The baseline is taken once the process is warm: after a tenth of the
+  // run, at most a million operations. ThreadSanitizer's runtime grows the
+  // resident set by itself, one step of 3-4 MiB at about 750k operations of
+  // this loop and then flat up to 10M (RSS sampled every 50k operations,
+  // 2026-12-05; the debug build grows by less than 300 KiB over 2M): under
+  // TSan the baseline is taken at half the run, and its CI step runs 2M.
+  const std::uint64_t warm = kThreadSanitizer ? total / 2 : std::min<std::uint64_t>(total / 10, 1'000'000);
   const auto t0 = std::chrono::steady_clock::now();
   for (std::uint64_t round = 0; ops < total; ++round) {
     ASSERT_FALSE(qb->post_recv(recvs, nullptr));
