@@ -166,6 +166,12 @@ TEST(SoftMemory, TenMillionOperationsDoNotGrowRss) {
   GTEST_SKIP() << "RSS bound not checked under AddressSanitizer (growth "
                << rss_peak - rss_warm << " KiB)";
 #else
+  if (kThreadSanitizer) {
+    // TSan's step came after half of a 2M run under CI load (5,604 KiB,
+    // 2026-12-05): its timing is not the loop's. The run stays a race check
+    // of the provider; the debug and release steps assert the bound.
+    GTEST_SKIP() << "RSS bound not checked under ThreadSanitizer (growth " << rss_peak - rss_warm << " KiB)";
+  }
   EXPECT_LE(rss_peak - rss_warm, kToleranceKib);
 #endif
 }
