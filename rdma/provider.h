@@ -232,6 +232,27 @@ class CompletionQueue {
   // Returns how many were consumed; the CQ must be re-armed to get another.
   virtual std::size_t consume_events() noexcept = 0;
   virtual std::uint32_t capacity() const noexcept = 0;
+
+  // Driven progress. A provider whose device does its own work (verbs) has
+  // none: progress_fd() is -1 and the rest does nothing. The soft fabric's
+  // driven engine (docs/rdma-provider.md) is run by the threads that poll
+  // its CQs instead of a thread of its own:
+  //  - attach_progress(true, kick, arg) makes the calling thread a driver
+  //    (detach with false, on the same thread). While attached, poll() also
+  //    runs the engine's pending work, and the provider calls kick(arg) on
+  //    this thread when it queued work that only a driver pushes (a SEND
+  //    posted from a handler): call progress() soon.
+  //  - progress_fd() becomes readable when the engine has events (a peer's
+  //    bytes, a timer); then call progress(true, false). Its readiness is an
+  //    edge: call progress() every time it fires.
+  //  - progress(io, before_sleep): one round. before_sleep: the caller is
+  //    about to wait on its fds and poll no more (what would be polled is
+  //    armed). Returns true when work is left: do not sleep, poll again.
+  // Completions that progress() adds to this CQ raise no channel event for
+  // the attached thread: it polls after every progress() call.
+  virtual int progress_fd() const noexcept { return -1; }
+  virtual void attach_progress(bool /*on*/, void (*/*kick*/)(void*), void* /*arg*/) noexcept {}
+  virtual bool progress(bool /*io*/, bool /*before_sleep*/) noexcept { return false; }
 };
 
 struct SrqInit {
@@ -462,6 +483,11 @@ class Provider {
   // then takes CPU from the thread that fills it, so the RDMA stack does not
   // spin by default (docs/rdma-transport.md, Polling).
   virtual bool completions_from_process_thread() const noexcept { return false; }
+  // True when the provider's work runs on the threads that poll its CQs
+  // (the soft fabric's driven engine, CompletionQueue::attach_progress): a
+  // worker that sleeps then costs a wake-up on both ends of every exchange,
+  // so the stack spins briefly by default (docs/rdma-transport.md, Polling).
+  virtual bool progress_by_pollers() const noexcept { return false; }
   virtual std::vector<std::string> list_devices() = 0;
   // Opens a device by name. errc::no_device when the provider has none at all,
   // errc::device_not_found when others exist; `ec`'s message plus

@@ -107,6 +107,7 @@ class TimerClient {
 
 class QpCore;
 class Link;
+class CqCore;
 
 class Engine {
  public:
@@ -117,9 +118,25 @@ class Engine {
 
   // Runs `fn` on the engine thread and waits (inline when already there).
   void call(const std::function<void()>& fn);
-  bool on_engine_thread() const noexcept { return std::this_thread::get_id() == thread_id_; }
+  // The thread that runs the engine's work now: the engine thread, or in
+  // driven mode whichever thread holds the drive lock.
+  bool on_engine_thread() const noexcept {
+    return owner_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
   // Doorbell from a user thread: the QP has new work (lock-free).
   void ring(QpCore* qp) noexcept;
+
+  // ---- driven mode (SoftOptions::driven_engine; CompletionQueue's
+  // attach_progress/progress/progress_fd)
+  bool driven() const noexcept { return options_.driven_engine; }
+  void attach(bool on, void (*kick)(void*), void* arg, const CqCore* cq) noexcept;
+  // One round of the engine's work if this thread can take the drive lock;
+  // else the holder runs one more for it. True: work is left.
+  bool drive(bool io, bool before_sleep) noexcept;
+  int progress_fd() const noexcept { return epfd_; }
+  // The CQ the calling thread attached with (its own completions need no
+  // channel event: it polls after driving).
+  static const CqCore* attached_cq() noexcept;
 
   // ---- engine thread only
   std::error_code add_fd(int fd, Handler* h, std::uint32_t events) noexcept;
@@ -149,6 +166,12 @@ class Engine {
 
  private:
   void run();
+  void run_driven();  // the engine thread in driven mode: stands in while no thread is attached
+  bool iterate(bool io, bool arm);  // drive lock held
+  void dispatch(const struct epoll_event* events, int n);
+  void rearm_timerfd() noexcept;
+  void lock_drive() noexcept;
+  void unlock_drive() noexcept;
   void run_commands();
   void run_timers();
   void flush_tx();
@@ -164,8 +187,19 @@ class Engine {
 
   std::atomic<bool> link_down_{false};
   std::thread thread_;
-  std::thread::id thread_id_;
+  std::atomic<std::thread::id> owner_{};
   TimePoint now_{};
+
+  // Driven mode.
+  std::atomic<bool> driving_{false};  // the drive lock
+  std::atomic<int> drivers_{0};       // attached threads
+  std::atomic<bool> redo_{false};     // a thread that found the lock taken wants another round
+  std::atomic<bool> redo_arm_{false};  // ... and it is going to sleep
+  std::atomic<bool> cmds_waiting_{false};
+  int timerfd_ = -1;
+  TimePoint timer_armed_ = TimePoint::max();
+  std::mutex park_mu_;
+  std::condition_variable park_cv_;
 
   std::mutex cmd_mu_;
   std::deque<std::function<void()>> cmds_;

@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <poll.h>
 #include <sys/mman.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -54,6 +56,16 @@ SoftCounters Counters::snapshot() const noexcept {
 
 // ------------------------------------------------------------- Engine
 
+namespace {
+// The timerfd's epoll tag (handlers are pointers, at least 4-aligned).
+constexpr std::uint64_t kTimerTag = 2;
+// Driven mode: the engine and CQ this thread attached with, and its kick.
+thread_local Engine* t_engine = nullptr;
+thread_local void (*t_kick)(void*) = nullptr;
+thread_local void* t_kick_arg = nullptr;
+thread_local const CqCore* t_cq = nullptr;
+}  // namespace
+
 Engine::Engine(const SoftOptions& options, Counters& counters)
     : options_(options), counters_(counters) {
   epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
@@ -69,6 +81,21 @@ Engine::Engine(const SoftOptions& options, Counters& counters)
   ev.events = EPOLLIN;
   ev.data.ptr = nullptr;  // the wake fd
   ::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev);
+  if (options_.driven_engine) {
+    // Timers wake whoever waits on the epoll fd: the attached threads.
+    timerfd_ = ::timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    if (timerfd_ < 0) {
+      const int err = errno;
+      ::close(wakefd_);
+      ::close(epfd_);
+      throw SetupError(from_errno(err), "soft RDMA fabric: cannot create the driven engine's timerfd",
+                       "raise the open-file limit (ulimit -n)");
+    }
+    epoll_event tev{};
+    tev.events = EPOLLIN;
+    tev.data.u64 = kTimerTag;
+    ::epoll_ctl(epfd_, EPOLL_CTL_ADD, timerfd_, &tev);
+  }
   timer_heap_.reserve(1024);
   tx_pending_.reserve(256);
   now_ = Clock::now();
@@ -76,9 +103,12 @@ Engine::Engine(const SoftOptions& options, Counters& counters)
   auto fut = started.get_future();
   thread_ = std::thread([this, &started] {
     ::pthread_setname_np(::pthread_self(), "soft-engine");  // the fabric's "HCA", in top and perf
-    thread_id_ = std::this_thread::get_id();
+    if (!options_.driven_engine) owner_.store(std::this_thread::get_id());  // for good
     started.set_value();
-    run();
+    if (options_.driven_engine)
+      run_driven();
+    else
+      run();
   });
   fut.wait();
 }
@@ -87,6 +117,10 @@ Engine::~Engine() {
   stop_.store(true);
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
+  {
+    std::lock_guard lk(park_mu_);
+    park_cv_.notify_all();
+  }
   if (thread_.joinable()) {
     if (on_engine_thread())
       thread_.detach();  // cannot happen by construction; never join ourselves
@@ -94,12 +128,25 @@ Engine::~Engine() {
       thread_.join();
   }
   ::close(wakefd_);
+  if (timerfd_ >= 0) ::close(timerfd_);
   ::close(epfd_);
 }
 
 void Engine::call(const std::function<void()>& fn) {
   if (on_engine_thread() || stop_.load()) {
     fn();
+    return;
+  }
+  if (options_.driven_engine && drivers_.load(std::memory_order_seq_cst) > 0) {
+    // Attached threads drive: run it here under the drive lock, then push
+    // what it queued (and arm the rings: this thread will not poll them).
+    lock_drive();
+    now_ = Clock::now();
+    fn();
+    iterate(true, true);
+    unlock_drive();
+    if (redo_.load(std::memory_order_seq_cst) || doorbells_.load(std::memory_order_seq_cst) != nullptr)
+      drive(true, true);
     return;
   }
   std::mutex mu;
@@ -113,6 +160,7 @@ void Engine::call(const std::function<void()>& fn) {
       done = true;
       cv.notify_one();
     });
+    cmds_waiting_.store(true, std::memory_order_seq_cst);
   }
   const std::uint64_t one = 1;
   [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
@@ -127,10 +175,169 @@ void Engine::ring(QpCore* qp) noexcept {
     qp->next_doorbell.store(head, std::memory_order_relaxed);
   } while (!doorbells_.compare_exchange_weak(head, qp, std::memory_order_seq_cst,
                                              std::memory_order_relaxed));
+  if (options_.driven_engine) {
+    if (t_engine == this) {  // an attached thread: it drives soon
+      t_kick(t_kick_arg);
+      return;
+    }
+    if (drivers_.load(std::memory_order_seq_cst) > 0) {
+      // A driver holding the lock sees the doorbell when it lets go (drive());
+      // otherwise wake the attached threads through the epoll fd.
+      if (!driving_.load(std::memory_order_seq_cst)) {
+        const std::uint64_t one = 1;
+        [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
+      }
+      return;
+    }
+  }
   if (sleeping_.load(std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;
     [[maybe_unused]] auto n = ::write(wakefd_, &one, sizeof one);
   }
+}
+
+// ------------------------------------------------------------- driven mode
+//
+// The engine's work (doorbells, links, timers, commands) runs on whichever
+// thread holds the drive lock: an attached thread (an RDMA worker) when it
+// polls its CQ, when the epoll fd it waits on becomes readable, and before it
+// sleeps; or the engine thread, which stands in only while no thread is
+// attached. A thread that finds the lock taken leaves its round to the holder
+// (redo_), which looks again after it lets go: with every flag seq_cst, either
+// the holder sees the request or the requester sees the lock free.
+
+void Engine::lock_drive() noexcept {
+  for (unsigned spins = 0; driving_.exchange(true, std::memory_order_seq_cst); ++spins)
+    if (spins > 64) std::this_thread::yield();
+  owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+}
+
+void Engine::unlock_drive() noexcept {
+  owner_.store(std::thread::id{}, std::memory_order_relaxed);
+  driving_.store(false, std::memory_order_seq_cst);
+}
+
+const CqCore* Engine::attached_cq() noexcept { return t_cq; }
+
+void Engine::attach(bool on, void (*kick)(void*), void* arg, const CqCore* cq) noexcept {
+  if (!options_.driven_engine) return;
+  if (on) {
+    if (t_engine == this) return;
+    t_engine = this;
+    t_kick = kick;
+    t_kick_arg = arg;
+    t_cq = cq;
+    drivers_.fetch_add(1, std::memory_order_seq_cst);
+    return;
+  }
+  if (t_engine != this) return;
+  t_engine = nullptr;
+  t_kick = nullptr;
+  t_kick_arg = nullptr;
+  t_cq = nullptr;
+  // Before it leaves, the thread arms what it polled (the engine thread or
+  // another driver is woken by the rings from now on).
+  drive(true, true);
+  if (drivers_.fetch_sub(1, std::memory_order_seq_cst) == 1) {
+    std::lock_guard lk(park_mu_);
+    park_cv_.notify_all();
+  }
+}
+
+bool Engine::drive(bool io, bool before_sleep) noexcept {
+  bool more = false;
+  for (int round = 0; round < 8; ++round) {
+    if (driving_.exchange(true, std::memory_order_seq_cst)) {
+      if (before_sleep) redo_arm_.store(true, std::memory_order_seq_cst);
+      redo_.store(true, std::memory_order_seq_cst);
+      if (driving_.load(std::memory_order_seq_cst)) return more;  // the holder runs it
+      continue;  // let go meanwhile: take it ourselves
+    }
+    owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    const bool arm = before_sleep || redo_arm_.exchange(false, std::memory_order_seq_cst);
+    more = iterate(io, arm);
+    unlock_drive();
+    // Another thread asked for a round while we held the lock: it may have
+    // been woken by the epoll fd (an edge it consumed), so the round polls it.
+    if (!redo_.exchange(false, std::memory_order_seq_cst) &&
+        doorbells_.load(std::memory_order_seq_cst) == nullptr)
+      return more;
+    io = true;
+  }
+  return true;
+}
+
+bool Engine::iterate(bool io, bool arm) {
+  now_ = Clock::now();
+  flush_tx();
+  if (cmds_waiting_.load(std::memory_order_seq_cst)) run_commands();
+  drain_doorbells();
+  run_timers();
+  poll_shm();
+  if (io) {
+    constexpr int kMaxEvents = 64;
+    epoll_event events[kMaxEvents];
+    const timespec zero{};
+    for (int k = 0; k < 16; ++k) {
+      const int n = ::epoll_pwait2(epfd_, events, kMaxEvents, &zero, nullptr);
+      if (n <= 0) break;
+      now_ = Clock::now();
+      dispatch(events, n);
+      drain_doorbells();
+      if (n < kMaxEvents) break;
+    }
+  }
+  flush_tx();
+  for (auto& h : retired_) h.reset();
+  retired_.clear();
+  bool more = doorbells_.load(std::memory_order_seq_cst) != nullptr || !tx_pending_.empty();
+  if (arm) more = arm_shm() || more;
+  rearm_timerfd();
+  return more;
+}
+
+void Engine::rearm_timerfd() noexcept {
+  if (timerfd_ < 0 || timer_heap_.empty()) return;
+  const TimePoint front = timer_heap_.front().when;
+  if (front >= timer_armed_ && timer_armed_ > now_) return;  // an earlier (or this) deadline is set
+  timer_armed_ = front;
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(front.time_since_epoch()).count();
+  itimerspec its{};
+  its.it_value.tv_sec = ns / 1000000000;
+  its.it_value.tv_nsec = ns % 1000000000;
+  if (its.it_value.tv_sec == 0 && its.it_value.tv_nsec == 0) its.it_value.tv_nsec = 1;  // 0 disarms
+  ::timerfd_settime(timerfd_, TFD_TIMER_ABSTIME, &its, nullptr);
+}
+
+void Engine::run_driven() {
+  while (!stop_.load(std::memory_order_relaxed)) {
+    if (drivers_.load(std::memory_order_seq_cst) > 0) {
+      // Attached threads wait on the epoll fd and drive: stay out of their way.
+      std::unique_lock lk(park_mu_);
+      park_cv_.wait_for(lk, std::chrono::milliseconds(200), [this] {
+        return stop_.load() || drivers_.load(std::memory_order_seq_cst) == 0;
+      });
+      continue;
+    }
+    if (drive(true, true)) continue;
+    sleeping_.store(true, std::memory_order_seq_cst);
+    // stop_ again: the destructor's wake-up may have been read by the drive above.
+    if (doorbells_.load(std::memory_order_seq_cst) != nullptr || cmds_waiting_.load(std::memory_order_seq_cst) ||
+        drivers_.load(std::memory_order_seq_cst) > 0 || stop_.load(std::memory_order_seq_cst)) {
+      sleeping_.store(false, std::memory_order_seq_cst);
+      continue;
+    }
+    pollfd p{epfd_, POLLIN, 0};
+    ::poll(&p, 1, -1);  // timers are in the epoll set (timerfd)
+    sleeping_.store(false, std::memory_order_seq_cst);
+  }
+  lock_drive();
+  run_commands();
+  for (auto& h : retired_) h.reset();
+  retired_.clear();
+  for (Handler* h : handlers_) delete h;
+  handlers_.clear();
+  unlock_drive();
 }
 
 std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events) noexcept {
@@ -245,6 +452,7 @@ void Engine::run_commands() {
   {
     std::lock_guard lk(cmd_mu_);
     cmds.swap(cmds_);
+    cmds_waiting_.store(false, std::memory_order_relaxed);
   }
   for (auto& c : cmds) c();
 }
@@ -323,20 +531,7 @@ void Engine::run() {
     }
     if (n > 0 && options_.engine_spin_us != 0)
       spin_until = now_ + std::chrono::microseconds(options_.engine_spin_us);
-    for (int i = 0; i < n; ++i) {
-      const std::uint64_t raw = events[i].data.u64;
-      auto* h = reinterpret_cast<Handler*>(static_cast<std::uintptr_t>(raw & ~std::uint64_t{1}));
-      if (h == nullptr) {
-        std::uint64_t v;
-        [[maybe_unused]] auto r = ::read(wakefd_, &v, sizeof v);
-        continue;
-      }
-      if (h->retired) continue;
-      if ((raw & 1) != 0)
-        h->on_wake();
-      else
-        h->on_io(events[i].events);
-    }
+    dispatch(events, n);
   }
   // Shutdown: run what is queued so no caller waits forever, then free every
   // link and listener still registered.
@@ -345,6 +540,30 @@ void Engine::run() {
   retired_.clear();
   for (Handler* h : handlers_) delete h;
   handlers_.clear();
+}
+
+void Engine::dispatch(const epoll_event* events, int n) {
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t raw = events[i].data.u64;
+    if (raw == kTimerTag) {
+      std::uint64_t v;
+      [[maybe_unused]] auto r = ::read(timerfd_, &v, sizeof v);
+      timer_armed_ = TimePoint::max();
+      run_timers();
+      continue;
+    }
+    auto* h = reinterpret_cast<Handler*>(static_cast<std::uintptr_t>(raw & ~std::uint64_t{1}));
+    if (h == nullptr) {
+      std::uint64_t v;
+      [[maybe_unused]] auto r = ::read(wakefd_, &v, sizeof v);
+      continue;
+    }
+    if (h->retired) continue;
+    if ((raw & 1) != 0)
+      h->on_wake();
+    else
+      h->on_io(events[i].events);
+  }
 }
 
 // ------------------------------------------------------------- MrTable
@@ -490,6 +709,10 @@ bool CqCore::push(const Wc& wc, bool solicited) noexcept {
   tail_.store(t + 1, std::memory_order_seq_cst);
   const int a = armed_.load(std::memory_order_seq_cst);
   if (a == 1 || (a == 2 && (solicited || wc.status != WcStatus::success))) {
+    if (t_cq == this) {  // driven: the attached thread polls after it drives
+      armed_.store(0, std::memory_order_seq_cst);
+      return true;
+    }
     if (armed_.exchange(0, std::memory_order_seq_cst) != 0) {
       if (lost_rng_.fire(lost_event_)) {
         Counters::bump(counters_.cq_events_lost);  // disarmed, no event

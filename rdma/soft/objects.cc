@@ -135,6 +135,14 @@ Fabric::Fabric(const SoftOptions& o) : options(o) {
       SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_LINK={} ignored: use tcp, copy, rings or auto", v);
   }
   if (!options.same_host_copy) options.same_host_rings = false;
+  if (const char* v = std::getenv("SIPHON_SOFT_ENGINE"); v != nullptr) {
+    if (std::strcmp(v, "driven") == 0)
+      options.driven_engine = true;
+    else if (std::strcmp(v, "thread") == 0)
+      options.driven_engine = false;
+    else if (v[0] != '\0')
+      SIPHON_LOG(rdma, 0, "soft: SIPHON_SOFT_ENGINE={} ignored: use driven or thread", v);
+  }
   for (unsigned i = 0; i < o.device_count; ++i)
     devices.push_back(std::make_unique<DeviceCore>(*this, i, options));
   engine = std::make_unique<Engine>(options, counters);
@@ -237,7 +245,21 @@ CqImpl::~CqImpl() {
   dev_.cq_count.fetch_sub(1);
   fabric_->counters.cqs_live.fetch_sub(1, std::memory_order_relaxed);
 }
-std::size_t CqImpl::poll(std::span<Wc> out) noexcept { return core_->poll(out); }
+std::size_t CqImpl::poll(std::span<Wc> out) noexcept {
+  // Driven engine: the attached thread pushes what it posted, and pulls what
+  // the rings brought, before it looks.
+  if (detail::Engine::attached_cq() == core_.get()) fabric_->engine->drive(false, false);
+  return core_->poll(out);
+}
+int CqImpl::progress_fd() const noexcept {
+  return fabric_->engine->driven() ? fabric_->engine->progress_fd() : -1;
+}
+void CqImpl::attach_progress(bool on, void (*kick)(void*), void* arg) noexcept {
+  fabric_->engine->attach(on, kick, arg, core_.get());
+}
+bool CqImpl::progress(bool io, bool before_sleep) noexcept {
+  return fabric_->engine->driven() && fabric_->engine->drive(io, before_sleep);
+}
 std::error_code CqImpl::arm(bool solicited_only) noexcept {
   core_->arm(solicited_only);
   return {};
@@ -588,7 +610,9 @@ class ProviderImpl final : public Provider {
     return true;
   }
   std::string_view name() const noexcept override { return "soft"; }
-  bool completions_from_process_thread() const noexcept override { return true; }
+  // Driven: the engine thread only stands in while no worker is attached.
+  bool completions_from_process_thread() const noexcept override { return !fabric_->options.driven_engine; }
+  bool progress_by_pollers() const noexcept override { return fabric_->options.driven_engine; }
   std::vector<std::string> list_devices() override {
     std::vector<std::string> names;
     for (auto& d : fabric_->devices)

@@ -18,6 +18,9 @@ class CqImpl final : public CompletionQueue {
   int channel_fd() const noexcept override;
   std::size_t consume_events() noexcept override;
   std::uint32_t capacity() const noexcept override;
+  int progress_fd() const noexcept override;
+  void attach_progress(bool on, void (*kick)(void*), void* arg) noexcept override;
+  bool progress(bool io, bool before_sleep) noexcept override;
   detail::DeviceCore& device() const noexcept { return dev_; }
   std::uint32_t generation() const noexcept { return gen_; }  // DeviceCore::generation
   const std::shared_ptr<detail::CqCore>& core() const noexcept { return core_; }

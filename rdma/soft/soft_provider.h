@@ -77,6 +77,12 @@ struct SoftOptions {
   // Engine.
   std::uint32_t link_buffer_bytes = 64 * 1024;  // per direction per link
   std::uint32_t engine_spin_us = 0;  // busy-poll this long before sleeping in epoll
+  // Driven engine: the threads that poll a CQ and attached themselves
+  // (CompletionQueue::attach_progress: the RDMA workers) run the engine's
+  // work on their own threads, and the engine thread only stands in while no
+  // thread is attached. SIPHON_SOFT_ENGINE=driven or =thread in the
+  // environment overrides. docs/rdma-provider.md, "The driven engine".
+  bool driven_engine = false;
   std::uint32_t cm_timeout_ms = 5000;  // CM connect/REP wait before UNREACHABLE
   // Same-host copy: when both ends of a link are processes of this host
   // that may read each other's memory (process_vm_readv: same uid and

@@ -61,7 +61,8 @@ std::string join(const std::vector<std::string>& v) {
 constexpr std::chrono::microseconds kCephPolling{1000};
 
 PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std::size_t workers,
-                         std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread) {
+                         std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread,
+                         bool progress_by_pollers) {
   PollingPlan p;
   const std::size_t spinners = other_spinners + workers;
   if (requested) {
@@ -82,7 +83,14 @@ PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std
     }
     return p;
   }
-  if (completions_from_process_thread) {
+  if (progress_by_pollers) {
+    // Only workers with connections are woken to spin, and for a bounded
+    // time after their last completion: no CPU count makes it starve others.
+    p.spin = kDrivenPolling;
+    p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine); "
+                           "spinning {} us, about the cost of a sleep and a wake-up",
+                           p.spin.count());
+  } else if (completions_from_process_thread) {
     p.reason = "auto: completions come from a thread of this process (the software fabric's engine); not spinning";
   } else if (spinners + 1 > cpus) {
     p.reason = fmt::format("auto: {} spinning RDMA workers in this process ({} of this stack) and one CPU for the "
@@ -263,7 +271,7 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   // Last: nothing below throws, so a stack counted as spinning is always
   // uncounted by its destructor.
   const PollingPlan plan = plan_polling(o.polling, s.workers.size(), spinning_workers(), usable_cpus(),
-                                        provider.completions_from_process_thread());
+                                        provider.completions_from_process_thread(), provider.progress_by_pollers());
   s.polling = plan.spin;
   if (plan.spin.count() > 0) {
     g_spinning.fetch_add(s.workers.size(), std::memory_order_relaxed);

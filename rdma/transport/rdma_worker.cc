@@ -70,6 +70,67 @@ void RdmaWorker::create_cq() {
                      "raise the process's open-file limit (ulimit -n)");
   }
   cq_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, fd);
+  if (const int pfd = cq_->progress_fd(); pfd >= 0) {
+    const int d = ::dup(pfd);
+    if (d < 0) {
+      const std::error_code dec(errno, std::generic_category());
+      cq_fd_.reset();
+      cq_.reset();
+      throw SetupError(dec, fmt::format("worker {}: cannot duplicate its provider's progress descriptor", index_),
+                       "raise the process's open-file limit (ulimit -n)");
+    }
+    progress_fd_ = std::make_unique<boost::asio::posix::stream_descriptor>(io_, d);
+  }
+}
+
+// Driven provider progress. The provider (the soft fabric's driven engine)
+// does its work on this thread: when the CQ is polled, when its progress fd
+// is readable, when it kicks us after a post, and before we sleep.
+void RdmaWorker::sync_progress() {
+  if (!progress_fd_ || !cq_ || std::this_thread::get_id() != thread_.get_id()) return;
+  const bool want = !owned_.empty() && !stopped_ && !device_detached_;
+  if (want == progress_attached_) return;
+  if (!want) return detach_progress();
+  progress_attached_ = true;
+  // The wait first (Asio's registration is edge-triggered: an edge with no
+  // wait queued is lost), then a round for what was pending before it (a
+  // command queued for the engine thread as we attached), then a poll for
+  // what that round completed on our CQ (posted: we may be inside a
+  // connection's call).
+  wait_progress();
+  cq_->attach_progress(true, &RdmaWorker::kick_progress, this);
+  cq_->progress(true, false);
+  kick_progress(this);
+}
+
+void RdmaWorker::detach_progress() noexcept {
+  if (!progress_attached_) return;
+  progress_attached_ = false;
+  cq_->attach_progress(false, nullptr, nullptr);
+}
+
+void RdmaWorker::wait_progress() {
+  if (progress_wait_pending_ || !progress_attached_) return;
+  progress_wait_pending_ = true;
+  progress_fd_->async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                           [this](const boost::system::error_code& e) {
+                             progress_wait_pending_ = false;
+                             if (e || stopped_ || device_detached_ || !progress_attached_) return;
+                             wait_progress();  // queued first: the next edge is not lost
+                             cq_->progress(true, false);
+                             start_polling();  // what it completed on our CQ raised no event
+                           });
+}
+
+// The provider queued work (a post from a handler) that only a driver pushes.
+void RdmaWorker::kick_progress(void* worker) {
+  auto* w = static_cast<RdmaWorker*>(worker);
+  if (w->polling_ || w->kick_posted_) return;  // the poll loop drives at its next poll, or before it sleeps
+  w->kick_posted_ = true;
+  boost::asio::post(w->io_, [w] {
+    w->kick_posted_ = false;
+    if (!w->stopped_ && !w->device_detached_) w->start_polling();
+  });
 }
 
 // SRQ mode: the worker's shared receive queue, filled with its whole depth
@@ -146,6 +207,7 @@ RdmaWorker::~RdmaWorker() {
   conns_.clear();
   owned_.clear();
   cq_fd_.reset();
+  progress_fd_.reset();
   cm_fd_.reset();
   device_timer_.reset();
   // The SRQ goes after its QPs; then its buffers can go back to the pool.
@@ -177,6 +239,8 @@ void RdmaWorker::stop_and_join() {
   while (MonoClock::now() < deadline && load_.load() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   boost::asio::post(io_, [this] {
     stopped_ = true;
+    detach_progress();
+    if (progress_fd_) progress_fd_->cancel();
     if (cq_fd_) cq_fd_->cancel();
     if (cq_rescue_) cq_rescue_->cancel();
     if (cm_fd_) cm_fd_->cancel();
@@ -213,6 +277,7 @@ void RdmaWorker::adopt(const std::shared_ptr<RdmaConnection>& c) {
   boost::asio::post(io_, [this] {
     if (!polling_) arm_cq_rescue();
   });
+  sync_progress();
 }
 
 void RdmaWorker::add_qp(const std::shared_ptr<RdmaConnection>& c) {
@@ -227,6 +292,7 @@ void RdmaWorker::remove(RdmaConnection* c) {
   }
   if (owned_.erase(c) > 0) load_.fetch_sub(1, std::memory_order_relaxed);
   perf().set(transport::l_msgr_active_connections, owned_.size());
+  sync_progress();
 }
 
 bool RdmaWorker::reserve_cq(std::uint32_t entries) noexcept {
@@ -267,6 +333,11 @@ void RdmaWorker::wait_cq() {
     SIPHON_LOG(rdma, 0, "worker {}: arming the completion queue failed: {}", index_, ec.message());
   // Completions that arrived before arming raise no event: poll once more.
   if (poll_batch() > 0) return start_polling();
+  // A driven provider arms what it polled, and may complete more for us.
+  if (progress_attached_) {
+    const bool more = cq_->progress(false, true);
+    if (poll_batch() > 0 || more) return start_polling();
+  }
   arm_cq_rescue();
 }
 
@@ -405,6 +476,8 @@ void RdmaWorker::detach_device() {
   perf().set(transport::l_msgr_active_connections, 0);
   // Then what polls: the wait (its handler runs aborted), the rescue timer.
   if (cq_rescue_) cq_rescue_->cancel();
+  detach_progress();
+  progress_fd_.reset();
   cq_fd_.reset();  // closes our duplicate; a pending wait completes aborted
   polling_ = false;
   cq_rescued_ = 0;

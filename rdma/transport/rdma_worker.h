@@ -113,6 +113,13 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::size_t drain_cm();
   void wait_cm();
   void on_cm_readable();
+  // Driven provider progress (CompletionQueue::attach_progress): attached
+  // while the worker serves connections, so that an idle worker is not woken
+  // by another's traffic.
+  void sync_progress();
+  void wait_progress();
+  void detach_progress() noexcept;
+  static void kick_progress(void* worker);
 
   RdmaShared& shared_;
   std::size_t index_;
@@ -123,6 +130,10 @@ class RdmaWorker final : public transport::Worker, public std::enable_shared_fro
   std::unique_ptr<CompletionQueue> cq_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cq_fd_;
   std::unique_ptr<boost::asio::posix::stream_descriptor> cm_fd_;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> progress_fd_;  // -1 from the provider: none
+  bool progress_attached_ = false;
+  bool progress_wait_pending_ = false;
+  bool kick_posted_ = false;
   std::unique_ptr<PoolCache> send_cache_, recv_cache_;
   RdmaWorkerCounters counters_{perf().id()};  // its logger's memory is its own (no line shared)
   std::unordered_map<RdmaConnection*, std::shared_ptr<RdmaConnection>> owned_;

@@ -25,7 +25,8 @@ switch shows up where interrupts are enabled again after it.
 
 A stack is posix or rdma, optionally with the software fabric's same-host
 link after a colon (rdma:rings, rdma:copy, rdma:tcp: SIPHON_SOFT_LINK in
-both processes' environment).
+both processes' environment) and `driven` for the driven engine
+(SIPHON_SOFT_ENGINE=driven), joined with + (rdma:rings+driven, rdma:driven).
 """
 import argparse
 import collections
@@ -107,10 +108,13 @@ def profile_window(pids, seconds, path):
 
 
 def one_run(bench, stack, inflight, size, duration, profile=None):
-    t, _, link = stack.partition(":")
+    t, _, opts = stack.partition(":")
     env = dict(os.environ)
-    if link:
-        env["SIPHON_SOFT_LINK"] = link
+    for o in filter(None, opts.split("+")):
+        if o == "driven":
+            env["SIPHON_SOFT_ENGINE"] = "driven"
+        else:
+            env["SIPHON_SOFT_LINK"] = o
     port = random.randint(30000, 60000)
     server = subprocess.Popen([bench, "server", "--ms-type", f"async+{t}", "--bind", f"127.0.0.1:{port}",
                                "--once", "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)

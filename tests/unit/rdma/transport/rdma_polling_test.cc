@@ -44,6 +44,18 @@ TEST(RdmaPolling, AutoNeverSpinsAgainstAnInProcessCompletionThread) {
   EXPECT_NE(p.reason.find("software fabric"), std::string::npos) << p.reason;
 }
 
+TEST(RdmaPolling, AutoSpinsBrieflyWhenTheWorkersDriveTheProvider) {
+  // The driven engine: no thread of its own fills the CQs; the workers do.
+  for (std::size_t cpus : {1u, 2u, 256u}) {
+    const PollingPlan p = plan_polling(std::nullopt, 3, 3, cpus, kAdapter, /*progress_by_pollers=*/true);
+    EXPECT_EQ(p.spin, kDrivenPolling) << cpus;
+    EXPECT_FALSE(p.oversubscribed);
+    EXPECT_NE(p.reason.find("driven engine"), std::string::npos) << p.reason;
+  }
+  // An explicit value still wins.
+  EXPECT_EQ(plan_polling(microseconds(0), 3, 0, 2, kAdapter, true).spin, microseconds(0));
+}
+
 TEST(RdmaPolling, AnExplicitValueIsHonouredAndFlaggedWhenItOversubscribes) {
   PollingPlan p = plan_polling(microseconds(250), 3, 0, 64, kAdapter);
   EXPECT_EQ(p.spin, microseconds(250));
