@@ -47,7 +47,8 @@ struct Counters {
   std::atomic<std::uint64_t> failed_posts{0}, error_completions{0}, qp_errors_injected{0},
       link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0}, same_host_reads{0},
-      same_host_refused{0}, cq_events_lost{0}, cq_events_late{0}, shm_links{0}, shm_wakeups{0};
+      same_host_refused{0}, cq_events_lost{0}, cq_events_late{0}, shm_links{0}, shm_wakeups{0},
+      driven_rounds{0}, standin_rounds{0};
   std::atomic<std::uint64_t> device_removals{0};
   std::atomic<std::uint64_t> mrs_live{0}, qps_live{0}, contexts_live{0}, pds_live{0}, cqs_live{0},
       srqs_live{0}, mws_live{0}, cm_ids_live{0};  // gauges

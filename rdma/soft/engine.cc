@@ -43,6 +43,8 @@ SoftCounters Counters::snapshot() const noexcept {
   s.device_removals = g(device_removals);
   s.shm_links = g(shm_links);
   s.shm_wakeups = g(shm_wakeups);
+  s.driven_rounds = g(driven_rounds);
+  s.standin_rounds = g(standin_rounds);
   s.mrs_live = g(mrs_live);
   s.qps_live = g(qps_live);
   s.contexts_live = g(contexts_live);
@@ -64,6 +66,7 @@ thread_local Engine* t_engine = nullptr;
 thread_local void (*t_kick)(void*) = nullptr;
 thread_local void* t_kick_arg = nullptr;
 thread_local const CqCore* t_cq = nullptr;
+thread_local bool t_standin = false;  // the engine thread in driven mode
 }  // namespace
 
 Engine::Engine(const SoftOptions& options, Counters& counters)
@@ -254,6 +257,7 @@ bool Engine::drive(bool io, bool before_sleep) noexcept {
       continue;  // let go meanwhile: take it ourselves
     }
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    Counters::bump(t_standin ? counters_.standin_rounds : counters_.driven_rounds);
     const bool arm = before_sleep || redo_arm_.exchange(false, std::memory_order_seq_cst);
     more = iterate(io, arm);
     unlock_drive();
@@ -310,6 +314,7 @@ void Engine::rearm_timerfd() noexcept {
 }
 
 void Engine::run_driven() {
+  t_standin = true;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (drivers_.load(std::memory_order_seq_cst) > 0) {
       // Attached threads wait on the epoll fd and drive: stay out of their way.

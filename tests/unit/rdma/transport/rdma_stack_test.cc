@@ -48,6 +48,39 @@ TEST(RdmaStack, FramesOfEverySizeArriveInOrderAndIntact) {
   EXPECT_GT(c.at("credits_returned"), 0u);
 }
 
+// The soft fabric's driven engine (docs/rdma-provider.md): while the
+// connection's workers are attached, the engine's work runs on them and the
+// engine thread runs no round at all; the frames (SENDs and zero-copy READs)
+// still arrive in order and intact.
+TEST(RdmaStack, TheDrivenEngineRunsOnTheWorkersNotItsThread) {
+  soft::SoftOptions fabric;
+  fabric.driven_engine = true;
+  fabric.same_host_rings = true;
+  Pair p(small_options(), std::nullopt, fabric);
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  // Attaching happens on the workers as they adopt the connections.
+  ASSERT_TRUE(eventually([&] { return soft::counters(*p.provider)->driven_rounds > 0; }));
+  const auto before = *soft::counters(*p.provider);
+  constexpr std::uint32_t kFrames = 400;
+  on_worker(*p.cconn, [&] {
+    for (std::uint32_t i = 0; i < kFrames; ++i)
+      EXPECT_FALSE(p.cconn->send(message(i, 100, i % 40 == 0 ? 300000 : 4000)));
+    return 0;
+  });
+  ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() == kFrames || p.shandler.fault; }, 60s))
+      << p.shandler.frame_count();
+  ASSERT_FALSE(p.shandler.get_fault()) << p.shandler.get_fault()->reason;
+  {
+    std::lock_guard lk(p.shandler.mu);
+    for (std::uint32_t i = 0; i < kFrames; ++i)
+      ASSERT_TRUE(is_message(p.shandler.frames[i], i, 100, i % 40 == 0 ? 300000 : 4000)) << "frame " << i;
+  }
+  const auto after = *soft::counters(*p.provider);
+  EXPECT_GT(after.driven_rounds - before.driven_rounds, kFrames / 4) << "the workers did not drive";
+  EXPECT_EQ(after.standin_rounds, before.standin_rounds) << "the engine thread ran rounds while workers were attached";
+  EXPECT_GT(p.client->counters().snapshot().at("zero_copy_transfers"), 0u);
+}
+
 TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
   RdmaOptions o = small_options();
   o.receive_buffers = 8192;  // a zero-copy transfer takes at most half the pool: 64 MiB

@@ -200,9 +200,10 @@ struct Pair {
   transport::ConnectionRef sconn, cconn;
   Collector shandler, chandler;
 
-  explicit Pair(RdmaOptions o = small_options(), std::optional<soft::FaultPlan> client_faults = std::nullopt) {
+  explicit Pair(RdmaOptions o = small_options(), std::optional<soft::FaultPlan> client_faults = std::nullopt,
+                const soft::SoftOptions& fabric = {}) {
     debug_logging();
-    provider = soft::make_provider();
+    provider = soft::make_provider(fabric);
     if (client_faults) {
       soft::SoftOptions so;
       so.faults = *client_faults;
