@@ -262,6 +262,10 @@ class RdmaConnection final : public transport::Connection {
   std::vector<WrCtx*> ctx_free_;
   bool user_closed_ = false;  // close() was called: a posted on_fault is dropped
   int in_call_ = 0;           // CallScope depth
+  // drain_inbound() is handing frames to the handler: a send() from inside
+  // only queues, and the pump after the loop coalesces what the handler sent
+  // (one SEND and one credit for a burst of replies, not one each).
+  bool delivering_ = false;
   bool kick_posted_ = false;
   bool srq_reserved_ = false;  // holds recvs_per_qp() receives of the worker's SRQ
   bool counted_active_ = false;

@@ -34,7 +34,9 @@
 //                  the session layer (connection_io.cc; was a ~4 KiB chunk);
 //                  outq_/batch_/sges_ keep their capacity
 //     copies       one: the frame's bytes into a registered send buffer
-//                  (small frames coalesce into one SEND)
+//                  (small frames coalesce into one SEND; frames a handler
+//                  sends while drain_inbound() delivers are pumped together
+//                  after it, one SEND and one credit for the burst)
 //     locks        none; the send pool's mutex only when the worker's cache
 //                  of 16 buffers is empty or overfull, or while a connection
 //                  waits for a buffer. Never a registration under it: a pool
@@ -245,7 +247,7 @@ std::error_code RdmaConnection::send(proto::Frame&& frame) {
     outq_.push_back(OutItem::stream(std::move(wire)));
   }
   if (queued_bytes_ > shared_.opts.common.send_queue_high_water) over_high_water_ = true;
-  pump();
+  if (!delivering_) pump();  // else drain_inbound() pumps once the handler has had every frame
   return {};
 }
 
@@ -608,6 +610,8 @@ void RdmaConnection::on_send_queue_completion(const Wc& wc, WrCtx* ctx) {
 // --------------------------------------------------------------- inbound
 
 void RdmaConnection::drain_inbound() {
+  const bool outer = !delivering_;  // feed() can reach here again (a handler's call)
+  delivering_ = true;
   while (!inq_.empty() && !paused_ && handler_ != nullptr && open()) {
     InItem& item = inq_.front();
     BufferList bytes;
@@ -621,6 +625,8 @@ void RdmaConnection::drain_inbound() {
     inq_.pop_front();
     feed(std::move(bytes));
   }
+  if (!outer) return;  // the outermost call pumps
+  delivering_ = false;
   pump();
 }
 
