@@ -23,6 +23,10 @@
 #include "rdma/transport/rdma_connection.h"
 
 namespace siphon::rdma {
+namespace {
+// Completions processed between two pushes of a driven provider (poll_batch).
+constexpr std::size_t kPushEvery = 4;
+}  // namespace
 
 RdmaWorker::RdmaWorker(RdmaShared& shared, std::size_t index) : shared_(shared), index_(index) {
   create_cq();
@@ -436,6 +440,11 @@ std::size_t RdmaWorker::poll_batch() {
     // completion; on_completion takes none of its own.
     const std::shared_ptr<RdmaConnection> c = it->second;
     c->on_completion(wcs[i]);
+    // A provider driven by its pollers moves what the handlers posted only
+    // when it is driven: push the replies of these completions out now, not
+    // after the rest of the batch (up to 32 completions of several frames
+    // each), so the peer works on them meanwhile.
+    if (progress_attached_ && (i + 1) % kPushEvery == 0 && i + 1 < n) cq_->progress(false, false);
   }
   return n;
 }
