@@ -373,6 +373,14 @@ void RdmaConnection::close() {
   handler_ = nullptr;  // no callbacks after close()
   connect_done_ = nullptr;
   accept_done_ = nullptr;
+  // Frames the handler sent while drain_inbound() delivered are still only
+  // queued (the pump after the delivery would post them): they are posted
+  // now, ahead of the disconnect, as when send() posted at once (a reply
+  // and then close() from the same on_frame). Best effort, as before and as
+  // on TCP: the QP going to ERR flushes what the fabric has not sent yet.
+  // After handler_ is cleared: the pump's on_writable must not reach the
+  // closing caller.
+  pump();
   if (state_ == State::closing || state_ == State::closed) return;
   begin_drain();
 }
