@@ -8,7 +8,8 @@
 // receive pools are small, so the echoes in flight can hold most of them.
 // Every message must come back intact, and no connection may fault: a
 // transfer that waits for pool room that never comes is caught by a short
-// ms_async_rdma_transfer_timeout (a fault, counted in transfer_timeouts).
+// ms_async_rdma_transfer_timeout (20 s here; a fault, counted in
+// transfer_timeouts).
 // Before the fix each end's pool filled with its echoes, offered in place
 // and held until the peer's read_done, while the peer's READ of them waited
 // for pool room held the same way: the first transfer timed out (2 s) with
@@ -78,7 +79,12 @@ RdmaOptions echo_options() {
   // four echoes of 192 KiB in flight hold most of the rest.
   o.receive_buffers = 64;
   o.common.async_op_threads = 1;
-  o.transfer_timeout = std::chrono::seconds(2);
+  // The stall this test guards against never resolves, so any bound catches
+  // it. 2 s was tripped by plain slowness: under ThreadSanitizer with other
+  // tests running (CI's tsan step; locally, four runs at once on 2 vCPUs)
+  // the exchange takes 8-11 s and a transfer can wait behind the others for
+  // over 2 s (52 failures in 72 such runs at 2 s, none in 44 at 20 s).
+  o.transfer_timeout = std::chrono::seconds(20);
   return o;
 }
 
