@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <utility>
@@ -36,9 +39,20 @@ constexpr std::size_t header_size() {
   return (sizeof(Segment) + kAlign - 1) / kAlign * kAlign;
 }
 
+// Small heap segments: one plain malloc block, aligned by hand. An aligned
+// operator new goes to glibc's memalign, which carves an aligned chunk out
+// of a larger one and frees the pieces around it; at one header or frame
+// per message that fragmenting showed as 10-13 % of an RDMA worker's
+// samples at 4 KiB (malloc_consolidate, _int_memalign, unlink_chunk;
+// docs/performance.md, "Small segments without memalign"). The block's own
+// address is kept in owner_ for the free.
+constexpr std::size_t kMallocAlign = alignof(std::max_align_t);
+static_assert(kAlign % kMallocAlign == 0);
+
 void release_heap(Segment* seg) noexcept {
+  void* raw = seg->owner();
   seg->~Segment();
-  ::operator delete(static_cast<void*>(seg), std::align_val_t{kAlign});
+  std::free(raw);
 }
 
 // Large segments (a receive buffer sized for a 4 MiB frame, a secure frame's
@@ -144,9 +158,12 @@ void large_segment_cache_clear() {
 
 Segment* Segment::allocate(std::size_t capacity) {
   if (capacity >= kLargeMin) return allocate_large(capacity);
-  void* block = ::operator new(header_size() + capacity, std::align_val_t{kAlign});
+  void* raw = std::malloc(header_size() + capacity + (kAlign - kMallocAlign));
+  if (raw == nullptr) throw std::bad_alloc();
+  const auto at = (reinterpret_cast<std::uintptr_t>(raw) + kAlign - 1) & ~std::uintptr_t{kAlign - 1};
+  void* block = reinterpret_cast<void*>(at);
   auto* data = static_cast<std::byte*>(block) + header_size();
-  return new (block) Segment(data, capacity, &release_heap);
+  return new (block) Segment(data, capacity, &release_heap, nullptr, raw);
 }
 
 BufferPtr::BufferPtr(const void* src, std::size_t len) {
