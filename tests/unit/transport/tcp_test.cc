@@ -675,8 +675,8 @@ TEST_F(TcpRcvlowatTest, ALargeFrameWakesTheReceiverOnceItsBytesAreQueued) {
   EXPECT_LE(static_cast<std::size_t>(on.lowat_waiting),
             static_cast<std::size_t>(on.queued_waiting) + on.held_back);
   EXPECT_EQ(on.lowat_after, 1) << "back to the kernel's default once the frame is in";
-  // Each piece would wake a reader that takes whatever arrived (the test
-  // below: about one read per piece); here the kernel held most of them
+  // Each piece would wake a reader that takes whatever arrived
+  // (OffTheReceiverReadsWhateverArrives: about one read per piece); here the kernel held most of them
   // until the frame's last piece was queued. Alone, this takes about 3
   // reads. The kernel still wakes a reader early while the receive window
   // opens and under memory pressure, and on a loaded machine (four TSan runs
@@ -712,7 +712,7 @@ TEST_F(TcpRcvlowatTest, ARefusedSetsockoptReadsWhateverArrives) {
         // new to the process, which under TSan on a loaded machine makes the
         // worker slow enough to take several pieces per read (9 to 14 reads
         // seen). The SO_RCVLOWAT values above show the option is off; the
-        // contrast in reads is the next test's.
+        // contrast in reads is OffTheReceiverReadsWhateverArrives's.
         std::fprintf(stderr, "[ rcvlowat ] refused: %llu reads\n", static_cast<unsigned long long>(refused.reads));
         std::_Exit(::testing::Test::HasFailure() ? 1 : 0);
       },

@@ -7,9 +7,9 @@
 // buffers -- so it goes out zero-copy again, offered from pool memory. Both
 // receive pools are small, so the echoes in flight can hold most of them.
 // Every message must come back intact, and no connection may fault: a
-// transfer that waits for pool room that never comes is caught by a short
-// ms_async_rdma_transfer_timeout (20 s here; a fault, counted in
-// transfer_timeouts).
+// transfer that waits for pool room that never comes is caught by
+// ms_async_rdma_transfer_timeout (20 s here, see echo_options(); a fault,
+// counted in transfer_timeouts).
 // Before the fix each end's pool filled with its echoes, offered in place
 // and held until the peer's read_done, while the peer's READ of them waited
 // for pool room held the same way: the first transfer timed out (2 s) with
