@@ -676,8 +676,8 @@ TEST_F(TcpRcvlowatTest, ALargeFrameWakesTheReceiverOnceItsBytesAreQueued) {
             static_cast<std::size_t>(on.queued_waiting) + on.held_back);
   EXPECT_EQ(on.lowat_after, 1) << "back to the kernel's default once the frame is in";
   // Each piece would wake a reader that takes whatever arrived
-  // (OffTheReceiverReadsWhateverArrives: about one read per piece); here the kernel held most of them
-  // until the frame's last piece was queued. Alone, this takes about 3
+  // (OffTheReceiverReadsWhateverArrives: about one read per piece); here
+  // the kernel held most of them until the frame's last piece was queued. Alone, this takes about 3
   // reads. The kernel still wakes a reader early while the receive window
   // opens and under memory pressure, and on a loaded machine (four TSan runs
   // of this test at once on 2 vCPUs) that came to 12 reads: hence half the
@@ -724,8 +724,12 @@ TEST_F(TcpRcvlowatTest, OffTheReceiverReadsWhateverArrives) {
   const Outcome off = trickle(0);
   EXPECT_EQ(off.lowat_waiting, 1);
   EXPECT_EQ(off.lowat_after, 1);
-  // The contrast that makes the test above meaningful: one read per piece or so.
-  EXPECT_GE(off.reads, (2u << 20) / kPiece / 2);
+  // The contrast that makes the tests above meaningful: about one read per
+  // piece (21 to 39 seen here). A worker slowed by a sanitizer and a busy
+  // machine takes several pieces per read: 14 in one CI run of the TSan
+  // step. Hence a quarter of the pieces; the SO_RCVLOWAT values are the
+  // checks that tell on from off.
+  EXPECT_GE(off.reads, (2u << 20) / kPiece / 4);
   std::printf("[ rcvlowat ] off: %llu reads\n", static_cast<unsigned long long>(off.reads));
 }
 
