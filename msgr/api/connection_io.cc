@@ -185,7 +185,11 @@ void ConnectionImpl::flush() {
   // flush (which reads no clock of its own), one clock read taken when the
   // first stamped message goes out.
   transport::WorkerPerf::Clock::time_point handed = timed.start();
-  while (outq_.has_pending() && conn_ && conn_->queued_bytes() < high_water) {
+  // Until a send takes the queue *above* the mark: that is what makes the
+  // transport call on_writable() later (docs/transport.md §1). Stopping at
+  // the mark itself left the rest queued with no callback to come, a READY
+  // session that sent nothing more (backpressure_test.cc).
+  while (outq_.has_pending() && conn_ && conn_->queued_bytes() <= high_water) {
     bool replayed = false;
     MessageRef m = outq_.next_to_send(lossless, replayed);
     if (replayed) core_->counters.messages_replayed.fetch_add(1, std::memory_order_relaxed);
