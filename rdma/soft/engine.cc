@@ -150,6 +150,11 @@ void Engine::call(const std::function<void()>& fn) {
     unlock_drive();
     if (redo_.load(std::memory_order_seq_cst) || doorbells_.load(std::memory_order_seq_cst) != nullptr)
       drive(true, true);
+    // An attached caller's own CQ raised no event for what fn completed on
+    // it (CqCore::push leaves that to the attached thread's next poll), and
+    // a command (a QP to ERR, its receives flushed) comes from outside the
+    // poll loop: ask for that poll, or the completions wait for the rescue.
+    if (t_engine == this && t_kick != nullptr) t_kick(t_kick_arg);
     return;
   }
   std::mutex mu;

@@ -379,7 +379,12 @@ void RdmaWorker::on_cq_rescue() {
   const std::size_t events = cq_->consume_events();
   const std::size_t n = poll_batch();
   if (n == 0) return arm_cq_rescue();
-  if (events == 0) cq_rescued_ = n;  // judged when the CQ is armed again
+  // A driven provider raises no event for what its attached thread completes
+  // on its own CQ; it kicks that thread to poll instead. A rescue that runs
+  // before the kick's poll (both ready in the same turn of the loop: the
+  // rescue timer and the idle timer that closed a connection fall due
+  // together) found owed completions, not a lost notification.
+  if (events == 0 && !kick_posted_) cq_rescued_ = n;  // judged when the CQ is armed again
   start_polling();
 }
 

@@ -138,6 +138,47 @@ TEST(RdmaStack, TheDrivenEngineRunsOnTheWorkersNotItsThread) {
   EXPECT_GT(p.client->counters().snapshot().at("zero_copy_transfers"), 0u);
 }
 
+// On the driven engine a worker's own CQ raises no event for what the
+// worker itself completes on it: its next poll finds those completions. A
+// close is a command run on the closing worker (the QP to ERR, its receives
+// flushed onto that CQ) outside its poll loop, so the engine kicks the
+// worker to poll. Without that kick a worker that keeps other connections
+// (here the main one) left the flushed receives to its 100 ms rescue poll,
+// which counted them as a lost notification (seen in messenger_test's idle
+// timeouts on the driven engine).
+TEST(RdmaStack, ClosingOnTheDrivenEngineLosesNoCompletionEvent) {
+  soft::SoftOptions fabric;
+  fabric.driven_engine = true;
+  fabric.same_host_rings = true;
+  Pair p(small_options(), std::nullopt, fabric);
+  ASSERT_NO_FATAL_FAILURE(p.connect());
+  for (std::uint32_t round = 0; round < 3; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    Duplex d;
+    ASSERT_TRUE(open_duplex(*p.client, p.bound, p.accepted, d));
+    on_worker(*d.c, [&] { return d.c->send(message(round, 100, 0)) ? 1 : 0; });
+    ASSERT_TRUE(d.sh.wait([&] { return !d.sh.frames.empty() || d.sh.fault; }, 10s));
+    ASSERT_FALSE(d.sh.get_fault()) << d.sh.get_fault()->reason;
+    d.close();
+    // Two rescue periods with the main connection idle: a rescue poll runs
+    // (the workers keep a connection), and finds the flushed receives if
+    // nothing polled them.
+    std::this_thread::sleep_for(250ms);
+    // Traffic on the main connection: each worker polls, sleeps and arms
+    // its CQ again, which is where a rescued poll is judged.
+    on_worker(*p.cconn, [&] { return p.cconn->send(message(round, 100, 0)) ? 1 : 0; });
+    ASSERT_TRUE(p.shandler.wait([&] { return p.shandler.frames.size() > round || p.shandler.fault; }, 10s));
+    on_worker(*p.sconn, [&] { return p.sconn->send(message(round, 100, 0)) ? 1 : 0; });
+    ASSERT_TRUE(p.chandler.wait([&] { return p.chandler.frames.size() > round || p.chandler.fault; }, 10s));
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_FALSE(p.shandler.get_fault());
+  EXPECT_FALSE(p.chandler.get_fault());
+  EXPECT_EQ(soft::counters(*p.provider)->cq_events_lost, 0u) << "no fault plan: the fabric drops no event";
+  EXPECT_EQ(p.client->counters().snapshot().at("cq_events_missed"), 0u);
+  EXPECT_EQ(p.server->counters().snapshot().at("cq_events_missed"), 0u);
+}
+
 TEST(RdmaStack, SixtyFourMiBMessageIsZeroCopyOnTheSendSide) {
   RdmaOptions o = small_options();
   o.receive_buffers = 8192;  // a zero-copy transfer takes at most half the pool: 64 MiB
