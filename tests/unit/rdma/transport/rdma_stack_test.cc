@@ -105,15 +105,20 @@ TEST(RdmaStack, RepliesSentFromTheHandlerShareOneSend) {
   p.sconn.reset();
 }
 
+// The soft fabric's driven engine on the same-host rings.
+soft::SoftOptions driven_rings() {
+  soft::SoftOptions fabric;
+  fabric.driven_engine = true;
+  fabric.same_host_rings = true;
+  return fabric;
+}
+
 // The soft fabric's driven engine (docs/rdma-provider.md): while the
 // connection's workers are attached, the engine's work runs on them and the
 // engine thread runs no round at all; the frames (SENDs and zero-copy READs)
 // still arrive in order and intact.
 TEST(RdmaStack, TheDrivenEngineRunsOnTheWorkersNotItsThread) {
-  soft::SoftOptions fabric;
-  fabric.driven_engine = true;
-  fabric.same_host_rings = true;
-  Pair p(small_options(), std::nullopt, fabric);
+  Pair p(small_options(), std::nullopt, driven_rings());
   ASSERT_NO_FATAL_FAILURE(p.connect());
   // Attaching happens on the workers as they adopt the connections.
   ASSERT_TRUE(eventually([&] { return soft::counters(*p.provider)->driven_rounds > 0; }));
@@ -147,10 +152,7 @@ TEST(RdmaStack, TheDrivenEngineRunsOnTheWorkersNotItsThread) {
 // which counted them as a lost notification (seen in messenger_test's idle
 // timeouts on the driven engine).
 TEST(RdmaStack, ClosingOnTheDrivenEngineLosesNoCompletionEvent) {
-  soft::SoftOptions fabric;
-  fabric.driven_engine = true;
-  fabric.same_host_rings = true;
-  Pair p(small_options(), std::nullopt, fabric);
+  Pair p(small_options(), std::nullopt, driven_rings());
   ASSERT_NO_FATAL_FAILURE(p.connect());
   for (std::uint32_t round = 0; round < 3; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
