@@ -138,17 +138,32 @@ class Engine {
   // The CQ the calling thread attached with (its own completions need no
   // channel event: it polls after driving).
   static const CqCore* attached_cq() noexcept;
+  // A CQ's progress domain (driven mode): an epoll fd of its own holding
+  // the fds of the links whose QPs complete on that CQ (Link::home_ep), so
+  // a peer's bytes wake only the worker that polls that CQ. While its CQ is
+  // attached the domain holds the engine's epoll fd (timers, listeners, CM
+  // links, orphaned domains: every attached thread sees those); while it is
+  // not, the engine's epoll fd holds the domain, so whoever drives without
+  // it (another worker, the engine thread) serves its links. A new domain
+  // starts orphaned. -1 with errno when epoll_create1 fails.
+  int open_domain() noexcept;
 
   // ---- engine thread only
-  std::error_code add_fd(int fd, Handler* h, std::uint32_t events) noexcept;
+  // The epoll fds of add_fd/add_wake_fd/del_fd/move_fd: -1 is the engine's own.
+  std::error_code add_fd(int fd, Handler* h, std::uint32_t events, int ep = -1) noexcept;
   // An eventfd whose writes call h->on_wake() (edge-triggered: each write is
   // an event, the counter is never read).
-  std::error_code add_wake_fd(int fd, Handler* h) noexcept;
+  std::error_code add_wake_fd(int fd, Handler* h, int ep = -1) noexcept;
+  void del_fd(int fd, int ep = -1) noexcept;
+  // Re-registers fd (added with add_fd(..., events) or, with wake, with
+  // add_wake_fd) from epoll fd `from` to `to`; a readiness pending there is
+  // reported again by the new registration.
+  std::error_code move_fd(int fd, Handler* h, std::uint32_t events, bool wake, int from, int to) noexcept;
+
   // Same-host links with bytes read since the engine last slept: polled at
   // every iteration, armed (and dropped) before it sleeps.
   void shm_hot(Link* link);
   void shm_forget(Link* link);
-  void del_fd(int fd) noexcept;
   void retire(std::unique_ptr<Handler> h);
   void add_timer_client(TimerClient* c);
   void remove_timer_client(TimerClient* c);
@@ -170,8 +185,12 @@ class Engine {
   void run_driven();  // the engine thread in driven mode: stands in while no thread is attached
   bool iterate(bool io, bool arm);  // drive lock held
   void dispatch(const struct epoll_event* events, int n);
+  void poll_nested(int ep);  // an epoll fd held in the one polled: take its events now
+  void want_domain(int ep) noexcept;  // the lock holder's next round polls this domain too
+  void set_domain_attached(int domain, bool attached) noexcept;  // drive lock held
   void rearm_timerfd() noexcept;
   void lock_drive() noexcept;
+  bool try_lock_drive(bool wait) noexcept;  // wait: spin briefly for a holder
   void unlock_drive() noexcept;
   void run_commands();
   void run_timers();
@@ -193,12 +212,17 @@ class Engine {
 
   // Driven mode.
   std::atomic<bool> driving_{false};  // the drive lock
+  std::atomic<int> lock_waiters_{0};  // threads asleep on it (try_lock_drive(true))
   std::atomic<int> drivers_{0};       // attached threads
   std::atomic<bool> redo_{false};     // a thread that found the lock taken wants another round
   std::atomic<bool> redo_arm_{false};  // ... and it is going to sleep
   std::atomic<bool> cmds_waiting_{false};
   int timerfd_ = -1;
   TimePoint timer_armed_ = TimePoint::max();
+  int nest_depth_ = 0;  // poll_nested() recursion (engine epoll fd <-> domains)
+  std::mutex domains_mu_;
+  std::vector<int> domains_want_;  // want_domain(), taken by the next round
+  std::atomic<bool> domains_wanted_{false};
   std::mutex park_mu_;
   std::condition_variable park_cv_;
 
@@ -300,9 +324,13 @@ class CqCore {
   std::size_t consume_events() noexcept;
   int fd() const noexcept { return efd_; }
   std::uint32_t capacity() const noexcept { return cap_; }
+  // Driven mode: the CQ's progress domain (Engine::open_domain), -1 without.
+  int domain_fd() const noexcept { return domain_; }
+  void set_domain(int ep) noexcept { domain_ = ep; }
 
  private:
   void notify() noexcept;
+  int domain_ = -1;
   Counters& counters_;
   FaultRate lost_event_;  // FaultPlan::lost_cq_event
   std::chrono::milliseconds late_event_{0};  // FaultPlan::late_cq_event
@@ -592,6 +620,11 @@ class Link final : public Handler {
   bool tx_queued = false;      // in Engine::tx_pending_
   bool want_write = false;     // blocked until EPOLLOUT
   TxSource tx_src;
+  // The epoll fd its fds are registered in: its QP's CQ's progress domain
+  // (driven mode), or -1 for the engine's own. Set before register_fd(), or
+  // later with set_home().
+  int home_ep = -1;
+  void set_home(int ep) noexcept;
 
  private:
   // Reads until the socket is drained. `events` are epoll's: without a
@@ -637,6 +670,7 @@ class Link final : public Handler {
   std::unique_ptr<ShmLink> shm_;     // offered (responder) or attached
   ByteRing rx_ring_{0};              // same-host: the peer's bytes
   bool shm_on_ = false;              // bytes go through shm_, not the socket
+  bool shm_efd_registered_ = false;  // shm_->my_efd is in home_ep
   std::uint64_t tx_signalled_ = 0;   // tx_.tail() when the peer was last told
 };
 

@@ -61,6 +61,12 @@ SoftCounters Counters::snapshot() const noexcept {
 namespace {
 // The timerfd's epoll tag (handlers are pointers, at least 4-aligned).
 constexpr std::uint64_t kTimerTag = 2;
+// An epoll fd held in another (driven mode's progress domains): fd << 8 | tag.
+// No handler pointer (8-aligned, | 1 for on_wake) has these low bits.
+constexpr std::uint64_t kNestedTag = 6;
+constexpr std::uint64_t nested_tag(int ep) noexcept {
+  return (static_cast<std::uint64_t>(static_cast<std::uint32_t>(ep)) << 8) | kNestedTag;
+}
 // Driven mode: the engine and CQ this thread attached with, and its kick.
 thread_local Engine* t_engine = nullptr;
 thread_local void (*t_kick)(void*) = nullptr;
@@ -223,6 +229,7 @@ void Engine::lock_drive() noexcept {
 void Engine::unlock_drive() noexcept {
   owner_.store(std::thread::id{}, std::memory_order_relaxed);
   driving_.store(false, std::memory_order_seq_cst);
+  if (lock_waiters_.load(std::memory_order_seq_cst) != 0) driving_.notify_one();
 }
 
 const CqCore* Engine::attached_cq() noexcept { return t_cq; }
@@ -231,6 +238,11 @@ void Engine::attach(bool on, void (*kick)(void*), void* arg, const CqCore* cq) n
   if (!options_.driven_engine) return;
   if (on) {
     if (t_engine == this) return;
+    if (cq != nullptr && cq->domain_fd() >= 0) {
+      lock_drive();
+      set_domain_attached(cq->domain_fd(), true);
+      unlock_drive();
+    }
     t_engine = this;
     t_kick = kick;
     t_kick_arg = arg;
@@ -239,6 +251,12 @@ void Engine::attach(bool on, void (*kick)(void*), void* arg, const CqCore* cq) n
     return;
   }
   if (t_engine != this) return;
+  if (t_cq != nullptr && t_cq->domain_fd() >= 0) {
+    // Its links' events go back to whoever polls the engine's epoll fd.
+    lock_drive();
+    set_domain_attached(t_cq->domain_fd(), false);
+    unlock_drive();
+  }
   t_engine = nullptr;
   t_kick = nullptr;
   t_kick_arg = nullptr;
@@ -252,11 +270,35 @@ void Engine::attach(bool on, void (*kick)(void*), void* arg, const CqCore* cq) n
   }
 }
 
+bool Engine::try_lock_drive(bool wait) noexcept {
+  if (!driving_.exchange(true, std::memory_order_seq_cst)) return true;
+  if (!wait) return false;
+  // A thread woken by its domain waits for the lock rather than leave its
+  // events to the holder: left to the holder, its domain stays readable and
+  // wakes it again and again, and on a busy machine that loop takes the CPU
+  // from the very holder it waits for. A short spin (rounds are short), then
+  // it sleeps until the holder lets go (unlock_drive wakes it).
+  for (int i = 0; i < 100; ++i) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+    if (!driving_.load(std::memory_order_relaxed) && !driving_.exchange(true, std::memory_order_seq_cst)) return true;
+  }
+  lock_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  while (driving_.exchange(true, std::memory_order_seq_cst)) driving_.wait(true, std::memory_order_seq_cst);
+  lock_waiters_.fetch_sub(1, std::memory_order_seq_cst);
+  return true;
+}
+
 bool Engine::drive(bool io, bool before_sleep) noexcept {
   bool more = false;
+  const bool own_domain = t_engine == this && t_cq != nullptr && t_cq->domain_fd() >= 0;
   for (int round = 0; round < 8; ++round) {
-    if (driving_.exchange(true, std::memory_order_seq_cst)) {
+    if (!try_lock_drive(io && own_domain && round == 0)) {
       if (before_sleep) redo_arm_.store(true, std::memory_order_seq_cst);
+      // Our domain's events (the edge that woke us) are the holder's to take:
+      // it polls only its own domain otherwise.
+      if (io && own_domain) want_domain(t_cq->domain_fd());
       redo_.store(true, std::memory_order_seq_cst);
       if (driving_.load(std::memory_order_seq_cst)) return more;  // the holder runs it
       continue;  // let go meanwhile: take it ourselves
@@ -284,16 +326,31 @@ bool Engine::iterate(bool io, bool arm) {
   run_timers();
   poll_shm();
   if (io) {
+    // An attached thread polls its CQ's domain (which holds the engine's
+    // epoll fd); anyone else the engine's (which holds the orphaned domains).
+    const int ep = t_engine == this && t_cq != nullptr && t_cq->domain_fd() >= 0 ? t_cq->domain_fd() : epfd_;
     constexpr int kMaxEvents = 64;
     epoll_event events[kMaxEvents];
     const timespec zero{};
     for (int k = 0; k < 16; ++k) {
-      const int n = ::epoll_pwait2(epfd_, events, kMaxEvents, &zero, nullptr);
+      const int n = ::epoll_pwait2(ep, events, kMaxEvents, &zero, nullptr);
       if (n <= 0) break;
       now_ = Clock::now();
       dispatch(events, n);
       drain_doorbells();
       if (n < kMaxEvents) break;
+    }
+    // The domains of threads that found the lock taken (drive()).
+    if (domains_wanted_.load(std::memory_order_seq_cst)) {
+      std::vector<int> eps;
+      {
+        std::lock_guard lk(domains_mu_);
+        eps.swap(domains_want_);
+        domains_wanted_.store(false, std::memory_order_seq_cst);
+      }
+      for (const int d : eps)
+        if (d != ep) poll_nested(d);
+      drain_doorbells();
     }
   }
   flush_tx();
@@ -350,23 +407,100 @@ void Engine::run_driven() {
   unlock_drive();
 }
 
-std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events) noexcept {
+namespace {
+epoll_event handler_event(Handler* h, std::uint32_t events, bool wake) noexcept {
   epoll_event ev{};
-  ev.events = events;
-  ev.data.ptr = h;
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
+  if (wake) {
+    ev.events = EPOLLIN | EPOLLET;
+    // Handlers are at least 2-aligned: the low bit tells on_wake from on_io.
+    ev.data.u64 = reinterpret_cast<std::uintptr_t>(h) | 1u;
+  } else {
+    ev.events = events;
+    ev.data.ptr = h;
+  }
+  return ev;
+}
+}  // namespace
+
+std::error_code Engine::add_fd(int fd, Handler* h, std::uint32_t events, int ep) noexcept {
+  epoll_event ev = handler_event(h, events, false);
+  if (::epoll_ctl(ep < 0 ? epfd_ : ep, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
   handlers_.insert(h);
   return {};
 }
 
-std::error_code Engine::add_wake_fd(int fd, Handler* h) noexcept {
-  epoll_event ev{};
-  ev.events = EPOLLIN | EPOLLET;
-  // Handlers are at least 2-aligned: the low bit tells on_wake from on_io.
-  ev.data.u64 = reinterpret_cast<std::uintptr_t>(h) | 1u;
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
+std::error_code Engine::add_wake_fd(int fd, Handler* h, int ep) noexcept {
+  epoll_event ev = handler_event(h, 0, true);
+  if (::epoll_ctl(ep < 0 ? epfd_ : ep, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
   handlers_.insert(h);
   return {};
+}
+
+std::error_code Engine::move_fd(int fd, Handler* h, std::uint32_t events, bool wake, int from, int to) noexcept {
+  if (from < 0) from = epfd_;
+  if (to < 0) to = epfd_;
+  if (from == to) return {};
+  ::epoll_ctl(from, EPOLL_CTL_DEL, fd, nullptr);
+  epoll_event ev = handler_event(h, events, wake);
+  // ADD reports a readiness the fd already has, so no edge is lost between.
+  if (::epoll_ctl(to, EPOLL_CTL_ADD, fd, &ev) != 0) return from_errno(errno);
+  return {};
+}
+
+int Engine::open_domain() noexcept {
+  const int ep = ::epoll_create1(EPOLL_CLOEXEC);
+  if (ep < 0) return -1;
+  // Orphaned until its CQ is attached: the engine's epoll fd holds it
+  // (level-triggered: reported until poll_nested() takes its events).
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = nested_tag(ep);
+  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, ep, &ev) != 0) {
+    const int err = errno;
+    ::close(ep);
+    errno = err;
+    return -1;
+  }
+  return ep;
+}
+
+void Engine::set_domain_attached(int domain, bool attached) noexcept {
+  // epoll refuses a loop (ELOOP): take one nesting out before the other.
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  if (attached) {
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, domain, nullptr);
+    ev.data.u64 = nested_tag(epfd_);
+    if (::epoll_ctl(domain, EPOLL_CTL_ADD, epfd_, &ev) != 0)
+      SIPHON_LOG(rdma, 0, "soft: cannot nest the engine's epoll fd in a progress domain: errno {}", errno);
+  } else {
+    ::epoll_ctl(domain, EPOLL_CTL_DEL, epfd_, nullptr);
+    ev.data.u64 = nested_tag(domain);
+    if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, domain, &ev) != 0)
+      SIPHON_LOG(rdma, 0, "soft: cannot nest a progress domain in the engine's epoll fd: errno {}", errno);
+  }
+}
+
+void Engine::want_domain(int ep) noexcept {
+  std::lock_guard lk(domains_mu_);
+  if (std::find(domains_want_.begin(), domains_want_.end(), ep) == domains_want_.end()) domains_want_.push_back(ep);
+  domains_wanted_.store(true, std::memory_order_seq_cst);
+}
+
+void Engine::poll_nested(int ep) {
+  if (nest_depth_ >= 3) return;  // engine -> domain -> engine: no deeper
+  ++nest_depth_;
+  constexpr int kMaxEvents = 64;
+  epoll_event events[kMaxEvents];
+  const timespec zero{};
+  for (int k = 0; k < 16; ++k) {
+    const int n = ::epoll_pwait2(ep, events, kMaxEvents, &zero, nullptr);
+    if (n <= 0) break;
+    now_ = Clock::now();
+    dispatch(events, n);
+    if (n < kMaxEvents) break;
+  }
+  --nest_depth_;
 }
 
 void Engine::shm_hot(Link* link) {
@@ -401,7 +535,7 @@ bool Engine::arm_shm() {
   return work;
 }
 
-void Engine::del_fd(int fd) noexcept { ::epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr); }
+void Engine::del_fd(int fd, int ep) noexcept { ::epoll_ctl(ep < 0 ? epfd_ : ep, EPOLL_CTL_DEL, fd, nullptr); }
 
 void Engine::set_link_down(bool down) {
   link_down_.store(down, std::memory_order_release);
@@ -562,6 +696,10 @@ void Engine::dispatch(const epoll_event* events, int n) {
       run_timers();
       continue;
     }
+    if ((raw & 0xFF) == kNestedTag) {
+      poll_nested(static_cast<int>(raw >> 8));
+      continue;
+    }
     auto* h = reinterpret_cast<Handler*>(static_cast<std::uintptr_t>(raw & ~std::uint64_t{1}));
     if (h == nullptr) {
       std::uint64_t v;
@@ -707,6 +845,7 @@ CqCore::CqCore(std::uint32_t capacity, Counters& counters, const FaultPlan& faul
 
 CqCore::~CqCore() {
   if (efd_ >= 0) ::close(efd_);
+  if (domain_ >= 0) ::close(domain_);  // leaves the engine's epoll fd with its last descriptor
 }
 
 bool CqCore::push(const Wc& wc, bool solicited) noexcept {

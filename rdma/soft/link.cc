@@ -175,7 +175,16 @@ Link::~Link() {
   if (fd >= 0) ::close(fd);
 }
 
-std::error_code Link::register_fd() noexcept { return engine.add_fd(fd, this, kLinkEvents); }
+std::error_code Link::register_fd() noexcept { return engine.add_fd(fd, this, kLinkEvents, home_ep); }
+
+void Link::set_home(int ep) noexcept {
+  if (ep == home_ep) return;
+  if (state != State::closed) {
+    if (fd >= 0) engine.move_fd(fd, this, kLinkEvents, false, home_ep, ep);
+    if (shm_efd_registered_) engine.move_fd(shm_->my_efd, this, 0, true, home_ep, ep);
+  }
+  home_ep = ep;
+}
 
 void Link::on_io(std::uint32_t events) {
   if (state == State::connecting) {
@@ -621,7 +630,8 @@ bool Link::attach_shm(int pid, int memfd, std::uint64_t nonce) noexcept {
   s->rx = &layout->dir[1];
   s->tx_data = data;
   s->rx_data = data + cap;
-  if (engine.add_wake_fd(s->my_efd, this)) return false;
+  if (engine.add_wake_fd(s->my_efd, this, home_ep)) return false;
+  shm_efd_registered_ = true;
   shm_ = std::move(s);
   return true;
 }
@@ -633,10 +643,11 @@ void Link::on_shm_on() {
     shm_.reset();  // declined: the rings and the eventfds go
     return;
   }
-  if (tx_.size() != 0 || engine.add_wake_fd(shm_->my_efd, this)) {
+  if (tx_.size() != 0 || engine.add_wake_fd(shm_->my_efd, this, home_ep)) {
     protocol_error("cannot move to the same-host rings");
     return;
   }
+  shm_efd_registered_ = true;
   ::close(shm_->memfd);
   shm_->memfd = -1;
   switch_to_shm();  // requests already in the ring are read at the next poll
@@ -923,14 +934,15 @@ void Link::close(bool notify) noexcept {
   if (state == State::closed) return;
   state = State::closed;
   if (fd >= 0) {
-    engine.del_fd(fd);
+    engine.del_fd(fd, home_ep);
     ::close(fd);
     fd = -1;
   }
   if (shm_ != nullptr) {
     // The rings stay mapped until the link is deleted (the peer learns of
     // the close from the socket); this side stops listening now.
-    if (shm_->my_efd >= 0) engine.del_fd(shm_->my_efd);
+    if (shm_efd_registered_) engine.del_fd(shm_->my_efd, home_ep);
+    shm_efd_registered_ = false;
     engine.shm_forget(this);
   }
   if (notify) {

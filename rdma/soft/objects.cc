@@ -252,7 +252,7 @@ std::size_t CqImpl::poll(std::span<Wc> out) noexcept {
   return core_->poll(out);
 }
 int CqImpl::progress_fd() const noexcept {
-  return fabric_->engine->driven() ? fabric_->engine->progress_fd() : -1;
+  return fabric_->engine->driven() ? core_->domain_fd() : -1;
 }
 void CqImpl::attach_progress(bool on, void (*kick)(void*), void* arg) noexcept {
   fabric_->engine->attach(on, kick, arg, core_.get());
@@ -514,6 +514,12 @@ class DeviceImpl final : public Device {
     }
     ec.clear();
     auto core = std::make_shared<CqCore>(cqe, fabric_->counters, fabric_->options.faults, ec);
+    if (!ec && fabric_->engine->driven()) {
+      // Its progress domain: the links of QPs completing here wake only its poller.
+      const int ep = fabric_->engine->open_domain();
+      if (ep < 0) ec = from_errno(errno);
+      core->set_domain(ep);
+    }
     if (ec) {
       dev_.cq_count.fetch_sub(1);
       return nullptr;

@@ -205,6 +205,7 @@ void QpCore::open_link() {
   }
   auto* link = new Link(e, &dev, Link::Kind::requester, fd, true, e.options().link_buffer_bytes);
   link->qp = this;
+  link->home_ep = scq ? scq->domain_fd() : -1;  // its events wake the poller of our send CQ
   if (link->register_fd()) {
     link->qp = nullptr;
     link->close(false);
@@ -585,6 +586,7 @@ void QpCore::attach_responder(Link& link) {
   }
   resp_link_ = &link;
   link.qp = this;
+  link.set_home(rcq ? rcq->domain_fd() : -1);  // its requests wake the poller of our receive CQ
   resp_head_ = resp_count_ = 0;
   resp_reads_ = 0;
 }

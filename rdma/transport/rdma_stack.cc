@@ -84,12 +84,23 @@ PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std
     return p;
   }
   if (progress_by_pollers) {
-    // Only workers with connections are woken to spin, and for a bounded
-    // time after their last completion: no CPU count makes it starve others.
-    p.spin = kDrivenPolling;
-    p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine); "
-                           "spinning {} us, about the cost of a sleep and a wake-up",
-                           p.spin.count());
+    // Workers spin only for a bounded time after their last completion, but
+    // a spinning worker still holds a CPU the threads it hands work to (and
+    // the worker holding the engine's drive lock) need: measured on 2 vCPUs,
+    // two spinning workers per process cut 64-byte echoes from 122-141k to
+    // 75-101k msgs/s, one per process doubled them (docs/performance.md).
+    if (spinners + 1 > cpus) {
+      p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine); "
+                             "{} spinning RDMA workers in this process ({} of this stack) and one CPU for the rest "
+                             "do not fit in {} usable CPUs; not spinning",
+                             spinners, workers, cpus);
+    } else {
+      p.spin = kDrivenPolling;
+      p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine) "
+                             "and {} spinning RDMA workers fit in {} usable CPUs; spinning {} us, about the cost of "
+                             "a sleep and a wake-up",
+                             spinners, cpus, p.spin.count());
+    }
   } else if (completions_from_process_thread) {
     p.reason = "auto: completions come from a thread of this process (the software fabric's engine); not spinning";
   } else if (spinners + 1 > cpus) {

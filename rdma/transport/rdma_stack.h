@@ -53,9 +53,9 @@ struct PollingPlan {
 // every spinning worker, plus one CPU for everything else, fits in `cpus`;
 // otherwise it does not spin (0: sleep on the channel after each batch).
 // When the provider's work runs on the pollers (`progress_by_pollers`: the
-// soft fabric's driven engine), auto spins kDrivenPolling: about what a
+// soft fabric's driven engine), auto spins kDrivenPolling (about what a
 // sleep and a wake-up cost, which each exchange pays twice when a worker
-// sleeps (docs/performance.md, "The driven engine").
+// sleeps) under the same fit rule (docs/performance.md, "The driven engine").
 inline constexpr std::chrono::microseconds kDrivenPolling{50};
 PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std::size_t workers,
                          std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread,

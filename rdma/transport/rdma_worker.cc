@@ -120,8 +120,12 @@ void RdmaWorker::wait_progress() {
                            [this](const boost::system::error_code& e) {
                              progress_wait_pending_ = false;
                              if (e || stopped_ || device_detached_ || !progress_attached_) return;
-                             wait_progress();  // queued first: the next edge is not lost
                              cq_->progress(true, false);
+                             // Queued after the round: Asio's wait re-registers the fd
+                             // (EPOLL_CTL_MOD), which reports a readiness it still has, so no
+                             // edge is lost; queued before, the readiness the round was about
+                             // to take came back at once, one wasted wake-up per round.
+                             wait_progress();
                              start_polling();  // what it completed on our CQ raised no event
                            });
 }

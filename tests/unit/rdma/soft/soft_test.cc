@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <optional>
@@ -34,7 +35,8 @@ struct Pair {
   std::vector<std::uint8_t> mem = std::vector<std::uint8_t>(1 << 16);
   std::unique_ptr<MemoryRegion> mr;
 
-  explicit Pair(const SoftOptions& o, std::uint8_t timeout = 14) {
+  // one_cq: both QPs complete on cqa (cqb stays without QPs).
+  explicit Pair(const SoftOptions& o, std::uint8_t timeout = 14, bool one_cq = false) {
     prov = make_provider(o);
     std::error_code ec;
     dev = prov->open_device("soft0", ec);
@@ -45,7 +47,7 @@ struct Pair {
     init.caps.max_send_wr = init.caps.max_recv_wr = 512;
     init.send_cq = init.recv_cq = cqa.get();
     a = pd->create_qp(init, ec);
-    init.send_cq = init.recv_cq = cqb.get();
+    init.send_cq = init.recv_cq = one_cq ? cqa.get() : cqb.get();
     b = pd->create_qp(init, ec);
     mr = pd->reg_mr(mem.data(), mem.size(), kLocalWrite | kRemoteWrite | kRemoteRead, ec);
     std::vector<GidEntry> gids;
@@ -109,6 +111,77 @@ struct Pair {
     return out;
   }
 };
+
+// Driven engine: a CQ's progress fd is its own domain, holding the links of
+// the QPs that complete on it, so traffic between QPs of one CQ does not
+// wake the thread attached to another. (Before the domains every attached
+// thread waited on the engine's one epoll fd and woke for every event: the
+// bystander below counted one wake-up per SEND.)
+TEST(SoftDriven, LinkEventsWakeOnlyTheThreadOfTheirQpsCq) {
+  SoftOptions o;
+  o.driven_engine = true;
+  Pair p(o, 14, /*one_cq=*/true);
+  ASSERT_TRUE(p.a && p.b);
+  ASSERT_GE(p.cqa->progress_fd(), 0);
+  ASSERT_GE(p.cqb->progress_fd(), 0);
+  EXPECT_NE(p.cqa->progress_fd(), p.cqb->progress_fd());
+
+  std::atomic<bool> stop{false}, attached{false};
+  std::atomic<std::uint64_t> bystander_wakes{0};
+  std::thread bystander([&] {
+    p.cqb->attach_progress(true, [](void*) {}, nullptr);
+    attached = true;
+    while (!stop.load()) {
+      pollfd pf{p.cqb->progress_fd(), POLLIN, 0};
+      if (::poll(&pf, 1, 5) == 1) {
+        bystander_wakes.fetch_add(1);
+        p.cqb->progress(true, false);  // takes what woke it (shared events: timers)
+      }
+    }
+    p.cqb->attach_progress(false, nullptr, nullptr);
+  });
+  while (!attached.load()) std::this_thread::sleep_for(1ms);
+
+  p.cqa->attach_progress(true, [](void*) {}, nullptr);
+  constexpr std::uint64_t kSends = 1000;
+  Sge ssg{reinterpret_cast<std::uint64_t>(p.mem.data()), 64, p.mr->lkey()};
+  Sge rsg{reinterpret_cast<std::uint64_t>(p.mem.data()) + 32768, 64, p.mr->lkey()};
+  std::uint64_t sends_done = 0, recvs_done = 0;
+  for (std::uint64_t i = 0; i < kSends; ++i) {
+    RecvWr rw{1000 + i, &rsg, 1};
+    ASSERT_FALSE(p.b->post_recv({&rw, 1}, nullptr));
+    SendWr w;
+    w.wr_id = i;
+    w.opcode = Opcode::send;
+    w.flags = kSignaled;
+    w.sg_list = &ssg;
+    w.num_sge = 1;
+    ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
+    // Driven the way a worker does: rounds on the CQ's own domain.
+    const auto end = std::chrono::steady_clock::now() + 20s;
+    while ((sends_done <= i || recvs_done <= i) && std::chrono::steady_clock::now() < end) {
+      Wc wc[8];
+      const std::size_t n = p.cqa->poll(wc);
+      for (std::size_t k = 0; k < n; ++k) {
+        ASSERT_EQ(wc[k].status, WcStatus::success) << "wr " << wc[k].wr_id;
+        (wc[k].wr_id >= 1000 ? recvs_done : sends_done)++;
+      }
+      if (n == 0) {
+        pollfd pf{p.cqa->progress_fd(), POLLIN, 0};
+        if (::poll(&pf, 1, 1) == 1) p.cqa->progress(true, false);
+      }
+    }
+    ASSERT_GT(sends_done, i);
+    ASSERT_GT(recvs_done, i);
+  }
+  p.cqa->attach_progress(false, nullptr, nullptr);
+  stop = true;
+  bystander.join();
+  // Shared events (the engine's timers) may wake it; the traffic may not.
+  EXPECT_LT(bystander_wakes.load(), kSends / 20) << "the bystander woke for the other CQ's traffic";
+  RecordProperty("bystander_wakes", static_cast<int>(bystander_wakes.load()));
+  EXPECT_GT(counters(*p.prov)->driven_rounds, kSends);
+}
 
 TEST(SoftOptions, InvalidOptionsThrowSetupError) {
   SoftOptions o;
