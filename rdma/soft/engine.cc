@@ -272,7 +272,7 @@ void Engine::attach(bool on, void (*kick)(void*), void* arg, const CqCore* cq) n
 
 bool Engine::try_lock_drive(bool wait) noexcept {
   if (!driving_.exchange(true, std::memory_order_seq_cst)) return true;
-  if (!wait) return false;
+  if (!wait || on_engine_thread()) return false;  // never wait for ourselves
   // A thread woken by its domain waits for the lock rather than leave its
   // events to the holder: left to the holder, its domain stays readable and
   // wakes it again and again, and on a busy machine that loop takes the CPU
