@@ -110,6 +110,7 @@ struct RdmaShared : std::enable_shared_from_this<RdmaShared> {
   // count in spinning_workers(). Set before the workers start.
   std::chrono::microseconds polling{0};
   bool counted_spinning = false;
+  bool yield_idle = false;  // PollingPlan::yield_idle
 
   RdmaShared(Provider& p, RdmaOptions o) : opts(std::move(o)), provider(p) {}
 

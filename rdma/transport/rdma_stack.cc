@@ -64,6 +64,7 @@ PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std
                          std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread,
                          bool progress_by_pollers) {
   PollingPlan p;
+  p.yield_idle = progress_by_pollers;
   const std::size_t spinners = other_spinners + workers;
   if (requested) {
     p.spin = *requested;
@@ -84,23 +85,18 @@ PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std
     return p;
   }
   if (progress_by_pollers) {
-    // Workers spin only for a bounded time after their last completion, but
-    // a spinning worker still holds a CPU the threads it hands work to (and
-    // the worker holding the engine's drive lock) need: measured on 2 vCPUs,
-    // two spinning workers per process cut 64-byte echoes from 122-141k to
-    // 75-101k msgs/s, one per process doubled them (docs/performance.md).
-    if (spinners + 1 > cpus) {
-      p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine); "
-                             "{} spinning RDMA workers in this process ({} of this stack) and one CPU for the rest "
-                             "do not fit in {} usable CPUs; not spinning",
-                             spinners, workers, cpus);
-    } else {
-      p.spin = kDrivenPolling;
-      p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine) "
-                             "and {} spinning RDMA workers fit in {} usable CPUs; spinning {} us, about the cost of "
-                             "a sleep and a wake-up",
-                             spinners, cpus, p.spin.count());
-    }
+    // Only workers with connections are woken to spin, for a bounded time
+    // after their last completion, and each idle turn of the spin yields
+    // the CPU (PollingPlan::yield_idle): a spinner that did not took it from
+    // the threads it hands work to and from the worker holding the engine's
+    // drive lock (2 vCPUs, 64-byte echoes over 2 connections: 70-82k msgs/s
+    // spinning, 122-141k not spinning, 202-263k spinning and yielding;
+    // docs/performance.md, "Progress domains").
+    p.spin = kDrivenPolling;
+    p.reason = fmt::format("auto: the provider's work runs on the workers (the software fabric's driven engine); "
+                           "spinning {} us, about the cost of a sleep and a wake-up, yielding the CPU on every "
+                           "empty poll",
+                           p.spin.count());
   } else if (completions_from_process_thread) {
     p.reason = "auto: completions come from a thread of this process (the software fabric's engine); not spinning";
   } else if (spinners + 1 > cpus) {
@@ -284,6 +280,7 @@ RdmaStack::RdmaStack(Provider& provider, RdmaOptions options)
   const PollingPlan plan = plan_polling(o.polling, s.workers.size(), spinning_workers(), usable_cpus(),
                                         provider.completions_from_process_thread(), provider.progress_by_pollers());
   s.polling = plan.spin;
+  s.yield_idle = plan.yield_idle;
   if (plan.spin.count() > 0) {
     g_spinning.fetch_add(s.workers.size(), std::memory_order_relaxed);
     s.counted_spinning = true;

@@ -40,6 +40,10 @@ class RdmaWorker;
 // (ms_async_rdma_polling_us; docs/rdma-transport.md, Polling).
 struct PollingPlan {
   std::chrono::microseconds spin{0};
+  // Each poll that finds the CQ empty while spinning yields the CPU
+  // (sched_yield): set when the provider's work runs on the pollers, whose
+  // spin would otherwise keep the threads they wait for off the CPU.
+  bool yield_idle = false;
   // An explicit value that makes more threads spin than the process has
   // CPUs, or spins against the thread that produces the completions.
   bool oversubscribed = false;
@@ -53,9 +57,10 @@ struct PollingPlan {
 // every spinning worker, plus one CPU for everything else, fits in `cpus`;
 // otherwise it does not spin (0: sleep on the channel after each batch).
 // When the provider's work runs on the pollers (`progress_by_pollers`: the
-// soft fabric's driven engine), auto spins kDrivenPolling (about what a
-// sleep and a wake-up cost, which each exchange pays twice when a worker
-// sleeps) under the same fit rule (docs/performance.md, "The driven engine").
+// soft fabric's driven engine), auto spins kDrivenPolling on any number of
+// CPUs (about what a sleep and a wake-up cost, which each exchange pays
+// twice when a worker sleeps), yielding the CPU on every empty poll
+// (yield_idle; docs/performance.md, "Progress domains").
 inline constexpr std::chrono::microseconds kDrivenPolling{50};
 PollingPlan plan_polling(std::optional<std::chrono::microseconds> requested, std::size_t workers,
                          std::size_t other_spinners, std::size_t cpus, bool completions_from_process_thread,

@@ -7,6 +7,7 @@
 // to close the race with a completion that arrived before arming, and wait
 // for the channel fd through Asio.
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -472,6 +473,9 @@ void RdmaWorker::poll_loop() {
     wait_cq();
     return;
   }
+  // An empty poll while spinning: let a thread that waits for this CPU run
+  // first (returns at once when none does).
+  if (n == 0 && shared_.yield_idle) ::sched_yield();
   // The worker outlives its io_context's handlers (the thread is joined and
   // the queue drained before it is destroyed), so `this` is safe here.
   boost::asio::post(io_, [this] { poll_loop(); });
