@@ -185,7 +185,9 @@ class Engine {
   void run_driven();  // the engine thread in driven mode: stands in while no thread is attached
   bool iterate(bool io, bool arm);  // drive lock held
   void dispatch(const struct epoll_event* events, int n);
-  void poll_nested(int ep);  // an epoll fd held in the one polled: take its events now
+  // Takes the events of an epoll fd (the engine's, a domain, or one nested
+  // in the one polled), dispatching them, with the doorbells after each batch.
+  void poll_epoll(int ep);
   void want_domain(int ep) noexcept;  // the lock holder's next round polls this domain too
   void set_domain_attached(int domain, bool attached) noexcept;  // drive lock held
   void rearm_timerfd() noexcept;
@@ -219,7 +221,7 @@ class Engine {
   std::atomic<bool> cmds_waiting_{false};
   int timerfd_ = -1;
   TimePoint timer_armed_ = TimePoint::max();
-  int nest_depth_ = 0;  // poll_nested() recursion (engine epoll fd <-> domains)
+  int nest_depth_ = 0;  // poll_epoll() recursion (engine epoll fd <-> domains)
   std::mutex domains_mu_;
   std::vector<int> domains_want_;  // want_domain(), taken by the next round
   std::atomic<bool> domains_wanted_{false};

@@ -329,17 +329,7 @@ bool Engine::iterate(bool io, bool arm) {
     // An attached thread polls its CQ's domain (which holds the engine's
     // epoll fd); anyone else the engine's (which holds the orphaned domains).
     const int ep = t_engine == this && t_cq != nullptr && t_cq->domain_fd() >= 0 ? t_cq->domain_fd() : epfd_;
-    constexpr int kMaxEvents = 64;
-    epoll_event events[kMaxEvents];
-    const timespec zero{};
-    for (int k = 0; k < 16; ++k) {
-      const int n = ::epoll_pwait2(ep, events, kMaxEvents, &zero, nullptr);
-      if (n <= 0) break;
-      now_ = Clock::now();
-      dispatch(events, n);
-      drain_doorbells();
-      if (n < kMaxEvents) break;
-    }
+    poll_epoll(ep);
     // The domains of threads that found the lock taken (drive()).
     if (domains_wanted_.load(std::memory_order_seq_cst)) {
       std::vector<int> eps;
@@ -349,8 +339,7 @@ bool Engine::iterate(bool io, bool arm) {
         domains_wanted_.store(false, std::memory_order_seq_cst);
       }
       for (const int d : eps)
-        if (d != ep) poll_nested(d);
-      drain_doorbells();
+        if (d != ep) poll_epoll(d);
     }
   }
   flush_tx();
@@ -451,7 +440,7 @@ int Engine::open_domain() noexcept {
   const int ep = ::epoll_create1(EPOLL_CLOEXEC);
   if (ep < 0) return -1;
   // Orphaned until its CQ is attached: the engine's epoll fd holds it
-  // (level-triggered: reported until poll_nested() takes its events).
+  // (level-triggered: reported until poll_epoll() takes its events).
   epoll_event ev{};
   ev.events = EPOLLIN;
   ev.data.u64 = nested_tag(ep);
@@ -487,8 +476,10 @@ void Engine::want_domain(int ep) noexcept {
   domains_wanted_.store(true, std::memory_order_seq_cst);
 }
 
-void Engine::poll_nested(int ep) {
-  if (nest_depth_ >= 3) return;  // engine -> domain -> engine: no deeper
+void Engine::poll_epoll(int ep) {
+  // A domain's round: its own fd (depth 1), the engine's nested in it (2),
+  // an orphaned domain nested in that (3); never deeper.
+  if (nest_depth_ >= 3) return;
   ++nest_depth_;
   constexpr int kMaxEvents = 64;
   epoll_event events[kMaxEvents];
@@ -498,6 +489,7 @@ void Engine::poll_nested(int ep) {
     if (n <= 0) break;
     now_ = Clock::now();
     dispatch(events, n);
+    drain_doorbells();
     if (n < kMaxEvents) break;
   }
   --nest_depth_;
@@ -697,7 +689,7 @@ void Engine::dispatch(const epoll_event* events, int n) {
       continue;
     }
     if ((raw & 0xFF) == kNestedTag) {
-      poll_nested(static_cast<int>(raw >> 8));
+      poll_epoll(static_cast<int>(raw >> 8));
       continue;
     }
     auto* h = reinterpret_cast<Handler*>(static_cast<std::uintptr_t>(raw & ~std::uint64_t{1}));
