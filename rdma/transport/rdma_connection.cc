@@ -344,7 +344,12 @@ void RdmaConnection::fault(std::error_code ec, std::string reason, bool clean) {
   transport::ConnectionHandler* h = std::exchange(handler_, nullptr);
   auto self = std::static_pointer_cast<RdmaConnection>(shared_from_this());
   begin_drain();
-  if (h == nullptr) return;
+  if (h == nullptr) {
+    // Not started yet (an accepted connection whose peer lied or left
+    // before start()): start() tells the handler. Closed: nobody to tell.
+    if (!user_closed_) early_fault_ = transport::Fault{ec, std::move(reason)};
+    return;
+  }
   if (in_call_ > 0) {
     // Inside a call into the connection (send's post can fail): the handler
     // hears of it from the event loop, unless it closes first.

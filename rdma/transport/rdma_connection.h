@@ -87,6 +87,9 @@ class RdmaConnection final : public transport::Connection {
   //
   // A fault is closing entered with the handler told (once); close() is
   // closing entered without (user_closed_ drops an on_fault already posted).
+  // A fault before start() (receives are checked at arrival, started or
+  // not; the peer may disconnect) is kept in early_fault_ and reported by
+  // start(), from the event loop.
   // Orthogonal to the state: paused_ (pause_receive), over_high_water_ and
   // stalled_ (send side), and the flags that record a resource held or a
   // callback pending (cq_reserved_, srq_reserved_, counted_active_,
@@ -261,6 +264,7 @@ class RdmaConnection final : public transport::Connection {
   std::vector<std::unique_ptr<WrCtx>> ctx_storage_;
   std::vector<WrCtx*> ctx_free_;
   bool user_closed_ = false;  // close() was called: a posted on_fault is dropped
+  std::optional<transport::Fault> early_fault_;  // faulted before start(): start() reports it
   int in_call_ = 0;           // CallScope depth
   // drain_inbound() is handing frames to the handler: a send() from inside
   // only queues, and the pump after the loop coalesces what the handler sent

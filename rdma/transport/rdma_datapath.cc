@@ -158,6 +158,15 @@ void RdmaConnection::repost(WrCtx* ctx, bool data_class) {
 
 void RdmaConnection::start(transport::ConnectionHandler& handler, const proto::Banner& mine) {
   SIPHON_ASSERT_ON_WORKER(worker_);
+  if (early_fault_) {
+    // Faulted before this call: the handler hears of it from the event
+    // loop (never inside start), unless it closes first. Nothing is sent.
+    boost::asio::post(worker_.io(), [self = std::static_pointer_cast<RdmaConnection>(shared_from_this()), h = &handler,
+                                     f = *std::exchange(early_fault_, std::nullopt)] {
+      if (!self->user_closed_) h->on_fault(f);
+    });
+    return;
+  }
   const CallScope call(*this);
   handler_ = &handler;
   stream_.set_mine(mine);
