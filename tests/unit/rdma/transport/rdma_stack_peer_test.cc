@@ -31,8 +31,9 @@ class RawPeer : public RawRcPeer {
   // One SEND of `h` then `payload` (or of exactly `bytes`), from page 1 of
   // the memory. A flushed completion counts as sent: a lie like a bogus rkey
   // makes the server READ from us and our QP can flush the SEND before its
-  // ACK is seen; the server received it either way, and its fault is
-  // checked next.
+  // ACK is seen; so does retry_exceeded (the server destroyed its QP before
+  // the soft fabric sent the ACK: raw_rc_peer.h). The server received it
+  // either way, and its fault is checked next.
   ::testing::AssertionResult send(const SendHeader& h, std::span<const std::uint8_t> payload = {}) {
     return send_at(kRecvSize, h, payload, Flushed::counts_as_sent);
   }
