@@ -80,9 +80,13 @@ struct SoftOptions {
   // Driven engine: the threads that poll a CQ and attached themselves
   // (CompletionQueue::attach_progress: the RDMA workers) run the engine's
   // work on their own threads, and the engine thread only stands in while no
-  // thread is attached. SIPHON_SOFT_ENGINE=driven or =thread in the
-  // environment overrides. docs/rdma-provider.md, "The driven engine".
-  bool driven_engine = false;
+  // thread is attached. The default: it is what the RDMA stack's workers
+  // are written for (they poll and drive, docs/rdma-transport.md §1).
+  // False runs every link on the engine thread (the threaded engine: CQ
+  // events and the CQ-event fault injectors need it). SIPHON_SOFT_ENGINE=
+  // driven or =thread in the environment overrides. docs/rdma-provider.md,
+  // "The driven engine".
+  bool driven_engine = true;
   std::uint32_t cm_timeout_ms = 5000;  // CM connect/REP wait before UNREACHABLE
   // Same-host copy: when both ends of a link are processes of this host
   // that may read each other's memory (process_vm_readv: same uid and
@@ -98,7 +102,7 @@ struct SoftOptions {
   // sleeps. The TCP socket stays open to notice the peer's death. Needs
   // same_host_copy; SIPHON_SOFT_LINK=tcp or =copy in the environment turns
   // it off; SIPHON_SOFT_LINK=rings turns it on. docs/rdma-provider.md, "Same-host rings".
-  bool same_host_rings = false;  // opt-in until its CI flake is understood (issue 14 note)
+  bool same_host_rings = true;
   std::uint32_t same_host_ring_bytes = 256 * 1024;  // per direction per link
   FaultPlan faults;
 };

@@ -2,7 +2,7 @@
 """Per-thread CPU and context switches per message of a siphon-bench stream.
 
     tools/bench/thread_cost.py [--bench PATH] [--rounds N] [--size 4K] [--inflight 16,64]
-                               [--stacks posix,rdma,rdma:rings] [--duration S]
+                               [--stacks posix,rdma,rdma:copy+thread] [--duration S]
 
 For each stack and window, starts `siphon-bench server` and `client
 --pattern sink` in two processes, lets the stream settle for 2 s, then reads
@@ -25,8 +25,9 @@ switch shows up where interrupts are enabled again after it.
 
 A stack is posix or rdma, optionally with the software fabric's same-host
 link after a colon (rdma:rings, rdma:copy, rdma:tcp: SIPHON_SOFT_LINK in
-both processes' environment) and `driven` for the driven engine
-(SIPHON_SOFT_ENGINE=driven), joined with + (rdma:rings+driven, rdma:driven).
+both processes' environment) and `driven` or `thread` for the engine
+(SIPHON_SOFT_ENGINE; driven, on the rings, is the default), joined with +
+(rdma:copy+thread, rdma:rings+driven).
 """
 import argparse
 import collections
@@ -111,8 +112,8 @@ def one_run(bench, stack, inflight, size, duration, profile=None):
     t, _, opts = stack.partition(":")
     env = dict(os.environ)
     for o in filter(None, opts.split("+")):
-        if o == "driven":
-            env["SIPHON_SOFT_ENGINE"] = "driven"
+        if o in ("driven", "thread"):
+            env["SIPHON_SOFT_ENGINE"] = o
         else:
             env["SIPHON_SOFT_LINK"] = o
     port = random.randint(30000, 60000)
@@ -166,7 +167,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", default="4K")
     ap.add_argument("--inflight", default="16,64")
-    ap.add_argument("--stacks", default="posix,rdma,rdma:rings")
+    ap.add_argument("--stacks", default="posix,rdma,rdma:copy+thread")
     ap.add_argument("--duration", type=int, default=6, help="client run, s (>= 5: 1 warm-up + 2 settle + 2 window)")
     ap.add_argument("--profile", action="store_true", help="also sample the window with perf and sort each thread's time")
     a = ap.parse_args()

@@ -9,7 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "rdma/soft/soft_provider.h"
 #include "rdma/transport/rdma_stack.h"
@@ -88,11 +90,15 @@ TEST(RdmaPolling, UsableCpusIsTheAffinityMask) {
   EXPECT_EQ(usable_cpus(), static_cast<std::size_t>(CPU_COUNT(&set)));
 }
 
-// The stack applies the plan: auto on the soft fabric does not spin; an
-// explicit value does, and its workers count process-wide until the stack
-// goes (a later stack's auto decision sees them).
+// The stack applies the plan: auto on the soft fabric's threaded engine does
+// not spin; an explicit value does, and its workers count process-wide until
+// the stack goes (a later stack's auto decision sees them).
 TEST(RdmaPolling, TheStackAppliesThePlanAndCountsItsSpinners) {
-  auto provider = soft::make_provider();
+  soft::SoftOptions threaded;
+  threaded.driven_engine = false;
+  if (const char* e = std::getenv("SIPHON_SOFT_ENGINE"); e != nullptr && std::string_view(e) == "driven")
+    GTEST_SKIP() << "SIPHON_SOFT_ENGINE=driven overrides the threaded engine this test needs";
+  auto provider = soft::make_provider(threaded);
   ASSERT_TRUE(provider->completions_from_process_thread());
   const std::size_t before = spinning_workers();
   RdmaOptions o = small_options();
@@ -109,6 +115,25 @@ TEST(RdmaPolling, TheStackAppliesThePlanAndCountsItsSpinners) {
     EXPECT_EQ(spinning_workers(), before + o.common.async_op_threads);
     // A stack that does not spin still runs traffic (sleeping on the channel
     // after every batch): covered by every stack test; here only the counts.
+  }
+  EXPECT_EQ(spinning_workers(), before);
+}
+
+// On the driven engine (the soft fabric's default) the workers run the
+// fabric, so auto spins 50 us and yields on every empty poll while it does.
+TEST(RdmaPolling, AutoSpinsAndYieldsOnTheDrivenEngine) {
+  if (const char* e = std::getenv("SIPHON_SOFT_ENGINE"); e != nullptr && std::string_view(e) == "thread")
+    GTEST_SKIP() << "SIPHON_SOFT_ENGINE=thread overrides the driven engine this test needs";
+  auto provider = soft::make_provider();
+  ASSERT_TRUE(provider->progress_by_pollers());
+  ASSERT_FALSE(provider->completions_from_process_thread());
+  const std::size_t before = spinning_workers();
+  RdmaOptions o = small_options();
+  o.polling.reset();
+  {
+    RdmaStack s(*provider, o);
+    EXPECT_EQ(s.polling(), kDrivenPolling);
+    EXPECT_EQ(spinning_workers(), before + o.common.async_op_threads);
   }
   EXPECT_EQ(spinning_workers(), before);
 }

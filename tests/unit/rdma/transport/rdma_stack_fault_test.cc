@@ -22,6 +22,15 @@ using namespace test;
 constexpr std::uint32_t kFrames = 300;
 constexpr std::size_t kFront = 12000;  // about one SEND per frame
 
+// The fabric's threaded engine: completions reach the workers as CQ events,
+// which the lost/late CQ-event injectors act on. The driven engine (the
+// default) has its workers poll and drive the fabric, and no CQ event to lose.
+soft::SoftOptions threaded_engine() {
+  soft::SoftOptions o;
+  o.driven_engine = false;
+  return o;
+}
+
 // Sends kFrames frames client -> server; returns once the server has them
 // all or either end faulted.
 void blast(transport::ConnectionRef& c, Collector& ch, Collector& sh, std::uint32_t base = 0) {
@@ -204,7 +213,7 @@ TEST(RdmaStackFaults, LostCompletionEventsAreRescued) {
   soft::FaultPlan f;
   f.seed = 7;
   f.lost_cq_event.one_in = 2;  // about every other notification of the client's CQs
-  Pair p(small_options(), f);
+  Pair p(small_options(), f, threaded_engine());
   ASSERT_NO_FATAL_FAILURE(p.connect());
   constexpr std::uint32_t kRounds = 30;
   for (std::uint32_t i = 0; i < kRounds; ++i) {
@@ -245,7 +254,7 @@ TEST(RdmaStackFaults, LateCompletionEventsAreNotCountedAsLost) {
   f.late_cq_event = 250ms;
   RdmaOptions o = small_options();
   o.polling = std::chrono::microseconds(600'000);
-  Pair p(o, f);
+  Pair p(o, f, threaded_engine());
   ASSERT_NO_FATAL_FAILURE(p.connect());
   constexpr std::uint32_t kRounds = 4;
   for (std::uint32_t i = 0; i < kRounds; ++i) {

@@ -190,7 +190,8 @@ inline ::testing::AssertionResult open_duplex(RdmaStack& client, const NetAddres
 
 // A server and a client stack on the soft fabric; the server listens. The
 // client shares the server's provider unless it gets its own (to inject
-// faults on the client's QPs only: two providers talk over the same wire).
+// faults on the client's QPs only: two providers talk over the same wire,
+// both made with `fabric`'s options).
 struct Pair {
   std::unique_ptr<Provider> provider;
   std::unique_ptr<Provider> client_provider;
@@ -205,7 +206,7 @@ struct Pair {
     debug_logging();
     provider = soft::make_provider(fabric);
     if (client_faults) {
-      soft::SoftOptions so;
+      soft::SoftOptions so = fabric;
       so.faults = *client_faults;
       client_provider = soft::make_provider(so);
     }
