@@ -48,7 +48,7 @@ struct Counters {
       link_drops{0}, delays{0}, corruptions{0}, rnr_naks_sent{0}, retransmits{0}, retry_timeouts{0},
       cq_overruns{0}, messages_sent{0}, bytes_sent{0}, links_opened{0}, same_host_reads{0},
       same_host_refused{0}, cq_events_lost{0}, cq_events_late{0}, shm_links{0}, shm_wakeups{0},
-      driven_rounds{0}, standin_rounds{0};
+      driven_rounds{0}, standin_rounds{0}, backstop_rounds{0};
   std::atomic<std::uint64_t> device_removals{0};
   std::atomic<std::uint64_t> mrs_live{0}, qps_live{0}, contexts_live{0}, pds_live{0}, cqs_live{0},
       srqs_live{0}, mws_live{0}, cm_ids_live{0};  // gauges
@@ -199,6 +199,9 @@ class Engine {
   void flush_tx();
   void poll_shm();
   bool arm_shm();  // true: a ring has bytes, do not sleep
+  // The engine thread while threads are attached: a round over the
+  // domains no round polled for kBackstop (run_driven()).
+  void backstop();
 
   const SoftOptions& options_;
   Counters& counters_;
@@ -225,6 +228,14 @@ class Engine {
   std::mutex domains_mu_;
   std::vector<int> domains_want_;  // want_domain(), taken by the next round
   std::atomic<bool> domains_wanted_{false};
+  // Drive lock held: the domains of attached CQs, and when a round last
+  // polled each (the backstop polls those left alone for kBackstop).
+  struct AttachedDomain {
+    int fd;
+    TimePoint polled;
+  };
+  std::vector<AttachedDomain> attached_domains_;
+  void polled_domain(int ep) noexcept;
   std::mutex park_mu_;
   std::condition_variable park_cv_;
 

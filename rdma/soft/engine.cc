@@ -45,6 +45,7 @@ SoftCounters Counters::snapshot() const noexcept {
   s.shm_wakeups = g(shm_wakeups);
   s.driven_rounds = g(driven_rounds);
   s.standin_rounds = g(standin_rounds);
+  s.backstop_rounds = g(backstop_rounds);
   s.mrs_live = g(mrs_live);
   s.qps_live = g(qps_live);
   s.contexts_live = g(contexts_live);
@@ -73,6 +74,10 @@ thread_local void (*t_kick)(void*) = nullptr;
 thread_local void* t_kick_arg = nullptr;
 thread_local const CqCore* t_cq = nullptr;
 thread_local bool t_standin = false;  // the engine thread in driven mode
+thread_local bool t_backstop = false;  // ... running a backstop round (Engine::backstop)
+// Driven mode with threads attached: the longest the engine goes without a
+// round before its own thread runs one (Engine::backstop).
+constexpr std::chrono::milliseconds kBackstop{10};
 }  // namespace
 
 Engine::Engine(const SoftOptions& options, Counters& counters)
@@ -304,7 +309,9 @@ bool Engine::drive(bool io, bool before_sleep) noexcept {
       continue;  // let go meanwhile: take it ourselves
     }
     owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-    Counters::bump(t_standin ? counters_.standin_rounds : counters_.driven_rounds);
+    Counters::bump(t_backstop ? counters_.backstop_rounds
+                   : t_standin ? counters_.standin_rounds
+                               : counters_.driven_rounds);
     const bool arm = before_sleep || redo_arm_.exchange(false, std::memory_order_seq_cst);
     more = iterate(io, arm);
     unlock_drive();
@@ -330,6 +337,7 @@ bool Engine::iterate(bool io, bool arm) {
     // epoll fd); anyone else the engine's (which holds the orphaned domains).
     const int ep = t_engine == this && t_cq != nullptr && t_cq->domain_fd() >= 0 ? t_cq->domain_fd() : epfd_;
     poll_epoll(ep);
+    polled_domain(ep);
     // The domains of threads that found the lock taken (drive()).
     if (domains_wanted_.load(std::memory_order_seq_cst)) {
       std::vector<int> eps;
@@ -339,8 +347,18 @@ bool Engine::iterate(bool io, bool arm) {
         domains_wanted_.store(false, std::memory_order_seq_cst);
       }
       for (const int d : eps)
-        if (d != ep) poll_epoll(d);
+        if (d != ep) {
+          poll_epoll(d);
+          polled_domain(d);
+        }
     }
+    // A backstop round serves the domains no round polled for kBackstop.
+    if (t_backstop)
+      for (AttachedDomain& d : attached_domains_)
+        if (now_ - d.polled >= kBackstop) {
+          poll_epoll(d.fd);
+          d.polled = now_;
+        }
   }
   flush_tx();
   for (auto& h : retired_) h.reset();
@@ -368,11 +386,15 @@ void Engine::run_driven() {
   t_standin = true;
   while (!stop_.load(std::memory_order_relaxed)) {
     if (drivers_.load(std::memory_order_seq_cst) > 0) {
-      // Attached threads wait on the epoll fd and drive: stay out of their way.
-      std::unique_lock lk(park_mu_);
-      park_cv_.wait_for(lk, std::chrono::milliseconds(200), [this] {
-        return stop_.load() || drivers_.load(std::memory_order_seq_cst) == 0;
-      });
+      // Attached threads wait on their domains and drive: stay out of their
+      // way, but look every kBackstop whether any of them still does.
+      {
+        std::unique_lock lk(park_mu_);
+        park_cv_.wait_for(lk, kBackstop, [this] {
+          return stop_.load() || drivers_.load(std::memory_order_seq_cst) == 0;
+        });
+      }
+      if (!stop_.load() && drivers_.load(std::memory_order_seq_cst) > 0) backstop();
       continue;
     }
     if (drive(true, true)) continue;
@@ -394,6 +416,46 @@ void Engine::run_driven() {
   for (Handler* h : handlers_) delete h;
   handlers_.clear();
   unlock_drive();
+}
+
+// The backstop. An attached thread takes its domain's events only when it
+// is woken for them or goes to sleep; a worker busy in its own code (a long
+// handler, a sanitizer build generating test data) takes none, and other
+// threads' rounds poll their own domains. The links of its QPs then go
+// unserved, and their peers, getting no ACK, fault with retry_exceeded after
+// the retry window (8 x 67 ms by default): seen under ASan, where one test's
+// worker built frames for 0.6 s. An adapter answers regardless of its
+// host's threads, so the engine thread does too: every kBackstop it takes
+// the drive lock if it is free and runs one round over the domains that no
+// round polled for kBackstop (idle or busy threads'). Completions it pushes
+// onto an armed CQ raise its event (CqCore::push: not the attached thread),
+// so a sleeping worker still wakes for them; a busy one polls them when it
+// returns. The cost while threads are attached: one timed wake-up of the
+// engine thread per kBackstop, and an epoll_pwait2 per idle domain.
+void Engine::backstop() {
+  if (!try_lock_drive(false)) return;  // a thread drives right now
+  owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+  t_backstop = true;
+  const TimePoint now = Clock::now();
+  const bool stale = std::any_of(attached_domains_.begin(), attached_domains_.end(),
+                                 [&](const AttachedDomain& d) { return now - d.polled >= kBackstop; });
+  if (stale) {
+    Counters::bump(counters_.backstop_rounds);
+    iterate(true, true);
+  }
+  unlock_drive();
+  // A thread that found the lock taken meanwhile left its round to us.
+  if (redo_.exchange(false, std::memory_order_seq_cst) || doorbells_.load(std::memory_order_seq_cst) != nullptr)
+    drive(true, true);
+  t_backstop = false;
+}
+
+void Engine::polled_domain(int ep) noexcept {
+  for (AttachedDomain& d : attached_domains_)
+    if (d.fd == ep) {
+      d.polled = now_;
+      return;
+    }
 }
 
 namespace {
@@ -457,6 +519,10 @@ void Engine::set_domain_attached(int domain, bool attached) noexcept {
   // epoll refuses a loop (ELOOP): take one nesting out before the other.
   epoll_event ev{};
   ev.events = EPOLLIN;
+  if (attached)
+    attached_domains_.push_back({domain, now_});
+  else
+    std::erase_if(attached_domains_, [domain](const AttachedDomain& d) { return d.fd == domain; });
   if (attached) {
     ::epoll_ctl(epfd_, EPOLL_CTL_DEL, domain, nullptr);
     ev.data.u64 = nested_tag(epfd_);

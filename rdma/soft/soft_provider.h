@@ -130,10 +130,13 @@ struct SoftCounters {
   std::uint64_t device_removals = 0;    // devices taken away by set_device_removed
   std::uint64_t shm_links = 0;          // data links moved to same-host rings (counted by the requester)
   std::uint64_t shm_wakeups = 0;        // eventfd writes that woke a ring's peer engine
-  // Driven engine: rounds run by attached threads (the RDMA workers), and by
-  // the engine thread standing in while none is attached.
+  // Driven engine: rounds run by attached threads (the RDMA workers), by
+  // the engine thread standing in while none is attached, and by the engine
+  // thread as a backstop while they are attached but none ran a round for
+  // 10 ms (a worker busy in its own code: docs/rdma-provider.md).
   std::uint64_t driven_rounds = 0;
   std::uint64_t standin_rounds = 0;
+  std::uint64_t backstop_rounds = 0;
   // Objects alive now (all devices): what a leak check compares, and what
   // proves a user released a removed device (all 0 once it has).
   std::uint64_t mrs_live = 0;
