@@ -228,11 +228,14 @@ class Engine {
   std::mutex domains_mu_;
   std::vector<int> domains_want_;  // want_domain(), taken by the next round
   std::atomic<bool> domains_wanted_{false};
-  // Drive lock held: the domains of attached CQs, and when a round last
-  // polled each (the backstop polls those left alone for kBackstop).
+  // Drive lock held: the domains of attached CQs, when a round last polled
+  // each, and since when the backstop has seen it readable (the backstop
+  // polls those readable and left alone for kBackstop: `stale`).
   struct AttachedDomain {
     int fd;
     TimePoint polled;
+    TimePoint ready_since{};
+    bool stale = false;
   };
   std::vector<AttachedDomain> attached_domains_;
   void polled_domain(int ep) noexcept;

@@ -352,10 +352,11 @@ bool Engine::iterate(bool io, bool arm) {
           polled_domain(d);
         }
     }
-    // A backstop round serves the domains no round polled for kBackstop.
+    // A backstop round serves the domains left readable and unpolled.
     if (t_backstop)
       for (AttachedDomain& d : attached_domains_)
-        if (now_ - d.polled >= kBackstop) {
+        if (d.stale) {
+          d.stale = false;
           poll_epoll(d.fd);
           d.polled = now_;
         }
@@ -426,19 +427,34 @@ void Engine::run_driven() {
 // the retry window (8 x 67 ms by default): seen under ASan, where one test's
 // worker built frames for 0.6 s. An adapter answers regardless of its
 // host's threads, so the engine thread does too: every kBackstop it takes
-// the drive lock if it is free and runs one round over the domains that no
-// round polled for kBackstop (idle or busy threads'). Completions it pushes
+// the drive lock if it is free, and runs one round over the domains that
+// have stayed readable for kBackstop with no round polling them. Completions it pushes
 // onto an armed CQ raise its event (CqCore::push: not the attached thread),
 // so a sleeping worker still wakes for them; a busy one polls them when it
 // returns. The cost while threads are attached: one timed wake-up of the
-// engine thread per kBackstop, and an epoll_pwait2 per idle domain.
+// engine thread per kBackstop, and a poll() of each domain.
 void Engine::backstop() {
   if (!try_lock_drive(false)) return;  // a thread drives right now
   owner_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   t_backstop = true;
   const TimePoint now = Clock::now();
-  const bool stale = std::any_of(attached_domains_.begin(), attached_domains_.end(),
-                                 [&](const AttachedDomain& d) { return now - d.polled >= kBackstop; });
+  // A domain is stale when it has been readable since an earlier look, at
+  // least kBackstop ago, with no round polling it in between. (A domain
+  // idle or served by its worker is left alone: a busy worker's rings are
+  // read by any round, and a readable domain is the worker's to take.)
+  bool stale = false;
+  for (AttachedDomain& d : attached_domains_) {
+    pollfd p{d.fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 1) {
+      d.ready_since = TimePoint{};
+      continue;
+    }
+    if (d.ready_since == TimePoint{} || d.polled >= d.ready_since) {
+      d.ready_since = now;  // first seen readable (or polled since): look again later
+      continue;
+    }
+    if (now - d.ready_since >= kBackstop) stale = d.stale = true;
+  }
   if (stale) {
     Counters::bump(counters_.backstop_rounds);
     iterate(true, true);
