@@ -199,8 +199,8 @@ class Engine {
   void flush_tx();
   void poll_shm();
   bool arm_shm();  // true: a ring has bytes, do not sleep
-  // The engine thread while threads are attached: a round over the
-  // domains no round polled for kBackstop (run_driven()).
+  // The engine thread while threads are attached: a round over the domains
+  // left readable and unpolled for kBackstop (run_driven()).
   void backstop();
 
   const SoftOptions& options_;

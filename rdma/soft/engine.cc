@@ -75,8 +75,9 @@ thread_local void* t_kick_arg = nullptr;
 thread_local const CqCore* t_cq = nullptr;
 thread_local bool t_standin = false;  // the engine thread in driven mode
 thread_local bool t_backstop = false;  // ... running a backstop round (Engine::backstop)
-// Driven mode with threads attached: the longest the engine goes without a
-// round before its own thread runs one (Engine::backstop).
+// Driven mode with threads attached: how often the engine thread looks, and
+// how long a domain may stay readable and unpolled before it serves it
+// (Engine::backstop).
 constexpr std::chrono::milliseconds kBackstop{10};
 }  // namespace
 
@@ -428,10 +429,10 @@ void Engine::run_driven() {
 // worker built frames for 0.6 s. An adapter answers regardless of its
 // host's threads, so the engine thread does too: every kBackstop it takes
 // the drive lock if it is free, and runs one round over the domains that
-// have stayed readable for kBackstop with no round polling them. Completions it pushes
-// onto an armed CQ raise its event (CqCore::push: not the attached thread),
-// so a sleeping worker still wakes for them; a busy one polls them when it
-// returns. The cost while threads are attached: one timed wake-up of the
+// have stayed readable for kBackstop with no round polling them.
+// Completions it pushes onto an armed CQ raise its event (CqCore::push: not
+// the attached thread), so a sleeping worker still wakes for them; a busy
+// one polls them when it returns. The cost while threads are attached: one timed wake-up of the
 // engine thread per kBackstop, and a poll() of each domain.
 void Engine::backstop() {
   if (!try_lock_drive(false)) return;  // a thread drives right now

@@ -132,8 +132,9 @@ struct SoftCounters {
   std::uint64_t shm_wakeups = 0;        // eventfd writes that woke a ring's peer engine
   // Driven engine: rounds run by attached threads (the RDMA workers), by
   // the engine thread standing in while none is attached, and by the engine
-  // thread as a backstop while they are attached but none ran a round for
-  // 10 ms (a worker busy in its own code: docs/rdma-provider.md).
+  // thread as a backstop for a domain left readable and unpolled for 10 ms
+  // while they are attached (a worker busy in its own code:
+  // docs/rdma-provider.md, "The driven engine").
   std::uint64_t driven_rounds = 0;
   std::uint64_t standin_rounds = 0;
   std::uint64_t backstop_rounds = 0;

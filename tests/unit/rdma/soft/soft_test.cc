@@ -73,6 +73,16 @@ struct Pair {
                                      kAttrRnrRetry | kAttrMaxRdAtomic));
     }
   }
+  // A signaled SEND of `sg`.
+  static SendWr send(std::uint64_t id, Sge* sg) {
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = Opcode::send;
+    w.flags = kSignaled;
+    w.sg_list = sg;
+    w.num_sge = 1;
+    return w;
+  }
   SendWr write(std::uint64_t id, Sge* sg) {
     *sg = Sge{reinterpret_cast<std::uint64_t>(mem.data()), 64, mr->lkey()};
     SendWr w;
@@ -150,12 +160,7 @@ TEST(SoftDriven, LinkEventsWakeOnlyTheThreadOfTheirQpsCq) {
   for (std::uint64_t i = 0; i < kSends; ++i) {
     RecvWr rw{1000 + i, &rsg, 1};
     ASSERT_FALSE(p.b->post_recv({&rw, 1}, nullptr));
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = Opcode::send;
-    w.flags = kSignaled;
-    w.sg_list = &ssg;
-    w.num_sge = 1;
+    SendWr w = Pair::send(i, &ssg);
     ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
     // Driven the way a worker does: rounds on the CQ's own domain.
     const auto end = std::chrono::steady_clock::now() + 20s;
@@ -221,12 +226,7 @@ TEST(SoftDriven, AThreadBusyElsewhereDoesNotStopItsQpsPeers) {
   p.cqa->attach_progress(true, [](void*) {}, nullptr);
   std::uint64_t done = 0;
   for (std::uint64_t i = 0; i < kSends; ++i) {
-    SendWr w;
-    w.wr_id = i;
-    w.opcode = Opcode::send;
-    w.flags = kSignaled;
-    w.sg_list = &ssg;
-    w.num_sge = 1;
+    SendWr w = Pair::send(i, &ssg);
     ASSERT_FALSE(p.a->post_send({&w, 1}, nullptr));
     const auto end = std::chrono::steady_clock::now() + 5s;
     while (done <= i && std::chrono::steady_clock::now() < end) {
